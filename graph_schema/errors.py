@@ -1,0 +1,39 @@
+"""The errors every layer above the stores may catch.
+
+Backends translate driver and sqlite3 exceptions into these, so nothing above
+``graph_schema`` ever needs to know which database is underneath::
+
+    PalimpsestError
+    ├── NotFound(kind, id)   an id (thread, message, summary, fact) that does not exist
+    ├── InvalidInput         an argument that can never succeed as given
+    ├── Conflict             a write that would break an invariant (already covered,
+    │                        thread owned by another partition)
+    └── StoreUnavailable     the database cannot be reached or answered with an outage
+"""
+
+from __future__ import annotations
+
+
+class PalimpsestError(Exception):
+    """Base of every error Palimpsest raises on purpose; its message is one clear sentence."""
+
+
+class NotFound(PalimpsestError):
+    """An id that does not exist (in the partition it was looked up in)."""
+
+    def __init__(self, kind: str, id: str) -> None:
+        self.kind = kind
+        self.id = id
+        super().__init__(f"unknown {kind} id {id!r}")
+
+
+class InvalidInput(PalimpsestError):
+    """An argument that can never succeed as given; nothing was written."""
+
+
+class Conflict(PalimpsestError):
+    """A write refused because it would break an invariant; nothing was written."""
+
+
+class StoreUnavailable(PalimpsestError):
+    """The store cannot be reached right now; the same call may succeed later."""

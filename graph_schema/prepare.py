@@ -1,0 +1,186 @@
+"""Validation and derivation shared by both backends, so they cannot drift apart.
+
+A backend only decides *how* to read and write; *what* is valid and what a row holds
+is decided here once: the checks on an append, the fields of a new message, the
+fields a summary derives from its children, and the expansion cursor format.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graph_schema.errors import InvalidInput
+from graph_schema.identity import estimate_tokens, message_id, message_sha256, summary_digest, summary_id
+from graph_schema.models import (
+    MAX_BATCH,
+    MAX_MESSAGE_BYTES,
+    MAX_NAME_CHARS,
+    Message,
+    NewMessage,
+    NewSummary,
+    Summary,
+    utcnow,
+)
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    """A message ready to insert, everything but ``seq`` known (seq is taken under lock)."""
+
+    id: str
+    source_id: str
+    role: str
+    content: str
+    sha256: str
+    tokens: int
+    created_at: Any
+    tool_call_id: str | None
+    metadata: dict[str, Any]
+
+
+def check_name(kind: str, value: str) -> str:
+    """Reject an empty or over-long thread id, partition or project before any write."""
+    if not value or not value.strip():
+        raise InvalidInput(f"{kind} must not be empty")
+    if len(value) > MAX_NAME_CHARS:
+        raise InvalidInput(f"{kind} is longer than {MAX_NAME_CHARS} characters")
+    check_utf8(kind, value)
+    return value
+
+
+def check_utf8(kind: str, value: str) -> None:
+    """Lone surrogates (invalid UTF-8 smuggled through JSON) can never be stored faithfully."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{kind} is not valid UTF-8 (position {exc.start})") from None
+
+
+def prepare_append(
+    partition: str, thread_id: str, messages: Sequence[NewMessage], project: str | None
+) -> list[PreparedMessage]:
+    """Validate a whole batch and compute ids and hashes; raises before anything is written.
+
+    Repeats of one ``message_id`` inside the batch are kept here; the backend drops
+    every occurrence after the first, as it drops those already stored.
+    """
+    check_name("partition", partition)
+    check_name("thread_id", thread_id)
+    if project is not None:
+        check_name("project", project)
+    if len(messages) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} messages per append, got {len(messages)}")
+    now = utcnow()
+    prepared: list[PreparedMessage] = []
+    for index, message in enumerate(messages):
+        check_utf8(f"message {index} content", message.content)
+        size = len(message.content.encode("utf-8"))
+        if size > MAX_MESSAGE_BYTES:
+            raise InvalidInput(
+                f"message {index} is {size} bytes, over the limit of {MAX_MESSAGE_BYTES} bytes"
+            )
+        source_id = message.message_id or "gen-" + uuid.uuid4().hex
+        check_name(f"message {index} message_id", source_id)
+        if message.tool_call_id is not None:
+            check_name(f"message {index} tool_call_id", message.tool_call_id)
+        prepared.append(
+            PreparedMessage(
+                id=message_id(partition, thread_id, source_id),
+                source_id=source_id,
+                role=message.role.value,
+                content=message.content,
+                sha256=message_sha256(
+                    partition, thread_id, source_id, message.role.value, message.content, message.tool_call_id
+                ),
+                tokens=estimate_tokens(message.content),
+                created_at=message.created_at or now,
+                tool_call_id=message.tool_call_id,
+                metadata=message.metadata,
+            )
+        )
+    return prepared
+
+
+def derive_summary(new: NewSummary, children: Sequence[Message | Summary], created_at: Any = None) -> Summary:
+    """The full summary a store writes, derived from its children in the order given.
+
+    ``children`` must be the stored nodes for ``new.child_ids``, in that order (the
+    backend looks them up and raises ``NotFound`` for a missing one). Checks level,
+    repetition, contiguity and shortness (invariants 2 and 6).
+    """
+    if len(set(new.child_ids)) != len(new.child_ids):
+        raise InvalidInput("a summary cannot cover the same child twice")
+    expected_level = new.level - 1
+    ranges: list[tuple[int, int]] = []
+    digests: list[str] = []
+    for child in children:
+        if child.thread_id != new.thread_id or child.partition != new.partition:
+            raise InvalidInput(f"child {child.id} belongs to another thread or partition")
+        if isinstance(child, Message):
+            if expected_level != 0:
+                raise InvalidInput(f"a level-{new.level} summary cannot cover message {child.id}")
+            ranges.append((child.seq, child.seq))
+            digests.append(child.sha256)
+        else:
+            if child.level != expected_level:
+                raise InvalidInput(
+                    f"a level-{new.level} summary cannot cover level-{child.level} summary {child.id}"
+                )
+            ranges.append((child.first_seq, child.last_seq))
+            digests.append(child.digest)
+    for (_, previous_last), (next_first, _) in zip(ranges, ranges[1:], strict=False):
+        if next_first != previous_last + 1:
+            raise InvalidInput("the children of a summary must be a contiguous run in thread order")
+    source_tokens = sum(child.tokens for child in children)
+    if new.tokens >= source_tokens:
+        raise InvalidInput(
+            f"a summary must be shorter than its sources ({new.tokens} >= {source_tokens} tokens)"
+        )
+    check_utf8("summary text", new.text)
+    return Summary(
+        id=summary_id(new.partition, new.thread_id, new.level, new.child_ids),
+        thread_id=new.thread_id,
+        partition=new.partition,
+        level=new.level,
+        text=new.text,
+        tokens=new.tokens,
+        source_tokens=source_tokens,
+        first_seq=ranges[0][0],
+        last_seq=ranges[-1][1],
+        earliest_at=min(_earliest(child) for child in children),
+        latest_at=max(_latest(child) for child in children),
+        message_count=sum(1 if isinstance(child, Message) else child.message_count for child in children),
+        digest=summary_digest(new.level, digests),
+        summarizer=new.summarizer,
+        created_at=created_at or utcnow(),
+        child_ids=list(new.child_ids),
+        parent_id=None,
+    )
+
+
+def _earliest(node: Message | Summary) -> Any:
+    return node.created_at if isinstance(node, Message) else node.earliest_at
+
+
+def _latest(node: Message | Summary) -> Any:
+    return node.created_at if isinstance(node, Message) else node.latest_at
+
+
+def encode_cursor(offset: int) -> str:
+    """An expansion cursor: the offset of the next item, opaque to callers."""
+    return f"o{offset}"
+
+
+def decode_cursor(cursor: str | None) -> int:
+    """The offset a cursor stands for; ``None`` is the start.
+
+    :raises InvalidInput: if the cursor was not made by ``encode_cursor``.
+    """
+    if cursor is None:
+        return 0
+    if not cursor.startswith("o") or not cursor[1:].isdigit():
+        raise InvalidInput(f"invalid cursor {cursor!r}: pass the next_cursor of the previous page")
+    return int(cursor[1:])

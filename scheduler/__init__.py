@@ -1,0 +1,1 @@
+"""How raw messages are digested: planning, summarizing, compaction and maintenance."""

@@ -1,0 +1,89 @@
+"""Fixtures shared by every test: one ``store`` fixture parametrized over both backends.
+
+The Neo4j half runs against the real server `make test` starts and names in
+``NEO4J_TEST_URI``. It is never skipped: without that variable the test fails with a
+message saying how to start one (a missing service is a failure, in CI and here).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+
+BACKENDS = ["sqlite", "neo4j"]
+
+
+def neo4j_test_uri() -> str:
+    """The URI of the test Neo4j, or a failure that says how to get one."""
+    uri = os.environ.get("NEO4J_TEST_URI")
+    if not uri:
+        pytest.fail(
+            "NEO4J_TEST_URI is not set: run the suite with `make test`, or start a server "
+            "with `make neo4j-start` and export the URI it prints",
+            pytrace=False,
+        )
+    return uri
+
+
+async def wipe_neo4j(uri: str) -> None:
+    """Empty the shared test database so each test starts from nothing.
+
+    Test scaffolding, not product code: Neo4j Community has one database, so tests
+    share it and clean it between them.
+    """
+    import neo4j
+
+    driver = neo4j.AsyncGraphDatabase.driver(uri, auth=None)
+    try:
+        await driver.execute_query(
+            "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS",
+            database_="neo4j",
+        )
+    finally:
+        await driver.close()
+
+
+def store_uri(backend: str, tmp_path: Path) -> str:
+    """A fresh store URI of one backend for one test."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'memory.db'}"
+    return neo4j_test_uri()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The name of the backend under test."""
+    return request.param
+
+
+@pytest.fixture
+async def store_url(backend: str, tmp_path: Path) -> str:
+    """A URI to a fresh, empty store of the backend under test."""
+    uri = store_uri(backend, tmp_path)
+    if backend == "neo4j":
+        await wipe_neo4j(uri)
+    return uri
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[MemoryStore]:
+    """An initialized, empty store of the backend under test."""
+    opened = open_store(store_url, Neo4jCredentials())
+    await opened.initialize()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that runs against Neo4j, so ``-m "not neo4j"`` can leave them out."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "neo4j":
+            item.add_marker(pytest.mark.neo4j)

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Start or stop a throwaway local Neo4j 5.26 Community server on loopback.
+#
+#   tools/neo4j.sh start   # idempotent; prints bolt://127.0.0.1:PORT as its last line
+#   tools/neo4j.sh stop    # stops it and deletes its data
+#
+# NEO4J_STATE (default .cache/neo4j/dev) holds one server's pid, URI, data and log, so
+# `make test` runs its own server beside a developer's `make neo4j-start` one.
+# The jars come from Maven Central once and stay in .cache/neo4j/lib (and ~/.m2).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="$root/.cache/neo4j"
+state="${NEO4J_STATE:-$cache/dev}"
+case "$state" in /*) ;; *) state="$root/$state" ;; esac
+lib="$cache/lib"
+classes="$cache/classes"
+
+fetch() {
+    if [ ! -f "$lib/.complete" ]; then
+        echo "fetching Neo4j 5.26 from Maven Central (once)..." >&2
+        rm -rf "$lib"
+        mvn -q -B -f "$root/tools/neo4j/pom.xml" dependency:copy-dependencies \
+            -DoutputDirectory="$lib" -DincludeScope=runtime >&2
+        touch "$lib/.complete"
+    fi
+    if [ ! -f "$classes/Launcher.class" ] || [ "$root/tools/neo4j/Launcher.java" -nt "$classes/Launcher.class" ]; then
+        mkdir -p "$classes"
+        javac -d "$classes" -cp "$lib/*" "$root/tools/neo4j/Launcher.java"
+    fi
+}
+
+running() {
+    [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+bolt_answers() {
+    python3 - "$1" <<'PY'
+import socket, sys
+try:
+    with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1) as s:
+        s.sendall(b"\x60\x60\xb0\x17" + b"\x00\x00\x04\x04" + b"\x00" * 12)
+        sys.exit(0 if len(s.recv(4)) == 4 else 1)
+except OSError:
+    sys.exit(1)
+PY
+}
+
+start() {
+    if running; then
+        cat "$state/uri"
+        return
+    fi
+    fetch
+    rm -rf "$state"
+    mkdir -p "$state"
+    port=$(free_port)
+    nohup java -Xms256m -Xmx1g -XX:+UseSerialGC \
+        -cp "$lib/*:$classes" Launcher "$state/home" "$port" >"$state/log" 2>&1 &
+    echo $! >"$state/pid"
+    for _ in $(seq 1 240); do
+        if bolt_answers "$port"; then
+            echo "bolt://127.0.0.1:$port" >"$state/uri"
+            echo "Neo4j 5.26 is up (log: $state/log)" >&2
+            cat "$state/uri"
+            return
+        fi
+        if ! running; then
+            echo "Neo4j failed to start; its log follows:" >&2
+            tail -n 30 "$state/log" >&2
+            exit 1
+        fi
+        sleep 0.5
+    done
+    echo "Neo4j did not answer on Bolt within 120 s; see $state/log" >&2
+    exit 1
+}
+
+stop() {
+    if running; then
+        pid=$(cat "$state/pid")
+        kill "$pid"
+        for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -rf "$state"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    *) echo "usage: tools/neo4j.sh start|stop" >&2; exit 2 ;;
+esac
