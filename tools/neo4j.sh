@@ -15,7 +15,16 @@ case "$state" in /*) ;; *) state="$root/$state" ;; esac
 lib="$cache/lib"
 classes="$cache/classes"
 
+ensure_java() {
+    # The polyglot machines ship Java 17 and Maven; elsewhere install them from Debian.
+    if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+        echo "installing Java 17 and Maven (once)..." >&2
+        apt-get update -qq >&2 && apt-get install -y -qq openjdk-17-jdk-headless maven >&2
+    fi
+}
+
 fetch() {
+    ensure_java
     if [ ! -f "$lib/.complete" ]; then
         echo "fetching Neo4j 5.26 from Maven Central (once)..." >&2
         rm -rf "$lib"

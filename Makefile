@@ -1,0 +1,38 @@
+# Every target does its own set-up on a fresh machine: virtual environment, Python
+# packages (from PyPI, cached in ~/.cache/pip), Java and Neo4j (from Maven Central,
+# cached in ~/.m2 and .cache/neo4j).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TEST_NEO4J := NEO4J_STATE=.cache/neo4j/test tools/neo4j.sh
+PYTEST_ARGS ?=
+
+.PHONY: serve test neo4j-start neo4j-stop bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+## The MCP server over stdio on the embedded SQLite store.
+serve: $(STAMP)
+	$(VENV)/bin/palimpsest serve
+
+## Every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
+test: $(STAMP)
+	@uri=$$($(TEST_NEO4J) start | tail -n 1) || exit 1; \
+	NEO4J_TEST_URI=$$uri $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	$(TEST_NEO4J) stop; exit $$rc
+
+## A local Neo4j 5 Community for development; the last line printed is its bolt URI.
+neo4j-start:
+	@tools/neo4j.sh start
+
+neo4j-stop:
+	@tools/neo4j.sh stop
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .hypothesis
