@@ -40,10 +40,11 @@ async def wipe_neo4j(uri: str) -> None:
 
     driver = neo4j.AsyncGraphDatabase.driver(uri, auth=None)
     try:
-        await driver.execute_query(
-            "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS",
-            database_="neo4j",
-        )
+        # CALL ... IN TRANSACTIONS needs an implicit (auto-commit) transaction, which
+        # execute_query does not give: run it in a session.
+        async with driver.session(database="neo4j") as session:
+            result = await session.run("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")
+            await result.consume()
     finally:
         await driver.close()
 

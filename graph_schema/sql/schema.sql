@@ -1,0 +1,137 @@
+-- The SQLite mirror of DESIGN.md's graph, applied idempotently by SqliteStore.initialize().
+--
+-- Node labels become tables, SUMMARIZES becomes the `summarizes` edge table, and NEXT
+-- is not stored at all: in SQLite it is implied by consecutive `seq` within a thread
+-- (message seq n+1 is the NEXT of message seq n), which UNIQUE(thread_id, seq) and the
+-- gap-free seq allocation of append_messages guarantee.
+--
+-- Timestamps are ISO 8601 text in UTC with microseconds ("2024-05-01T12:00:00.000000+00:00"),
+-- always the same width, so text order is time order.
+
+CREATE TABLE IF NOT EXISTS threads (
+    id            TEXT PRIMARY KEY,
+    partition     TEXT NOT NULL,
+    project       TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    -- Messages in the thread; also the seq the next message gets (seq runs 0..n-1).
+    message_count INTEGER NOT NULL DEFAULT 0,
+    -- Messages some level-1 summary covers; message_count - covered_count is the backlog.
+    covered_count INTEGER NOT NULL DEFAULT 0,
+    -- Sum of the messages' token estimates, so stats never scans messages.
+    tokens        INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE INDEX IF NOT EXISTS threads_by_partition ON threads (partition, updated_at);
+
+-- (thread_id, seq) is the range index DESIGN asks for on (partition, thread_id, seq): a
+-- thread belongs to exactly one partition, so the partition column adds nothing to it.
+CREATE TABLE IF NOT EXISTS messages (
+    pk           INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    source_id    TEXT NOT NULL,
+    thread_id    TEXT NOT NULL REFERENCES threads (id),
+    partition    TEXT NOT NULL,
+    project      TEXT,
+    seq          INTEGER NOT NULL,
+    role         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    sha256       TEXT NOT NULL,
+    tokens       INTEGER NOT NULL,
+    created_at   TEXT NOT NULL,
+    tool_call_id TEXT,
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (thread_id, seq),
+    UNIQUE (thread_id, source_id)
+);
+
+CREATE TABLE IF NOT EXISTS summaries (
+    pk            INTEGER PRIMARY KEY,
+    id            TEXT NOT NULL UNIQUE,
+    thread_id     TEXT NOT NULL REFERENCES threads (id),
+    partition     TEXT NOT NULL,
+    level         INTEGER NOT NULL CHECK (level >= 1),
+    text          TEXT NOT NULL,
+    tokens        INTEGER NOT NULL,
+    source_tokens INTEGER NOT NULL,
+    first_seq     INTEGER NOT NULL,
+    last_seq      INTEGER NOT NULL,
+    earliest_at   TEXT NOT NULL,
+    latest_at     TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    digest        TEXT NOT NULL,
+    summarizer    TEXT NOT NULL,
+    created_at    TEXT NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS summaries_by_thread ON summaries (thread_id, level, first_seq);
+
+-- (:Summary)-[:SUMMARIZES {position}]->(:Message | :Summary). UNIQUE(child_id) is
+-- invariant 2 held by the database itself: a node has at most one parent summary.
+CREATE TABLE IF NOT EXISTS summarizes (
+    parent_id TEXT NOT NULL REFERENCES summaries (id),
+    child_id  TEXT NOT NULL UNIQUE,
+    position  INTEGER NOT NULL,
+    PRIMARY KEY (parent_id, position)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS facts (
+    pk          INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    partition   TEXT NOT NULL,
+    project     TEXT,
+    text        TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    valid_until TEXT
+);
+
+CREATE INDEX IF NOT EXISTS facts_by_partition ON facts (partition, created_at);
+
+-- (:Fact)-[:EXTRACTED_FROM]->(:Message)
+CREATE TABLE IF NOT EXISTS fact_sources (
+    fact_id    TEXT NOT NULL REFERENCES facts (id) ON DELETE CASCADE,
+    message_id TEXT NOT NULL,
+    PRIMARY KEY (fact_id, message_id)
+) WITHOUT ROWID;
+
+-- (:Fact)-[:SUPERSEDES]->(:Fact)
+CREATE TABLE IF NOT EXISTS fact_supersedes (
+    fact_id       TEXT NOT NULL REFERENCES facts (id) ON DELETE CASCADE,
+    superseded_id TEXT NOT NULL,
+    PRIMARY KEY (fact_id, superseded_id)
+) WITHOUT ROWID;
+
+-- Full text: external-content FTS5 tables (the text is stored once, in the tables above)
+-- kept in sync by triggers. Messages and summaries are immutable, so inserts are the
+-- only change to follow; facts may be cleared (`kg clear`), so deletes are followed too.
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5 (
+    content, content = 'messages', content_rowid = 'pk',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, content) VALUES (new.pk, new.content);
+END;
+
+CREATE VIRTUAL TABLE IF NOT EXISTS summaries_fts USING fts5 (
+    text, content = 'summaries', content_rowid = 'pk',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER IF NOT EXISTS summaries_fts_insert AFTER INSERT ON summaries BEGIN
+    INSERT INTO summaries_fts (rowid, text) VALUES (new.pk, new.text);
+END;
+
+CREATE VIRTUAL TABLE IF NOT EXISTS facts_fts USING fts5 (
+    text, content = 'facts', content_rowid = 'pk',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER IF NOT EXISTS facts_fts_insert AFTER INSERT ON facts BEGIN
+    INSERT INTO facts_fts (rowid, text) VALUES (new.pk, new.text);
+END;
+
+CREATE TRIGGER IF NOT EXISTS facts_fts_delete AFTER DELETE ON facts BEGIN
+    INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.pk, old.text);
+END;
