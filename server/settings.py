@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     summary_model: str | None = Field(None, description="Model for LLM summaries; unset means deterministic.")
     summary_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM summary call is abandoned.")
     embedder: str = Field("none", description="`none`, `sentence-transformers:MODEL_OR_PATH` or `openai:MODEL`.")
+    tokens_file: Path | None = Field(
+        None,
+        description="JSON or TOML file mapping bearer token -> partitions it may touch; "
+        "when set, the HTTP transport requires a token (PALIMPSEST_TOKENS_FILE).",
+    )
 
     @property
     def compaction(self) -> CompactionSettings:

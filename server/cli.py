@@ -1,0 +1,397 @@
+"""The ``palimpsest`` command line: what a person (or a script) does by hand.
+
+Each command is a thin verb over one domain function, on the store that settings name
+(``--store`` overrides ``PALIMPSEST_STORE``). Results print as rich tables, or as JSON
+on stdout with ``--json``. Any ``PalimpsestError`` ends the command with one line,
+``error: ...``, on stderr and exit code 1; usage errors exit 2, as typer does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from graph_schema.errors import PalimpsestError
+from graph_schema.models import ExpandPage, StoreStats, Summary
+from graph_schema.store import MemoryStore
+from server import output
+from server.grep import GrepResult, grep_memories
+from server.ingest import IngestReport, ingest_files
+from server.settings import Settings
+
+T = TypeVar("T")
+
+#: Files at least this big, all together, get a progress bar while ingesting.
+PROGRESS_BYTES = 1024 * 1024
+#: The partition CLI commands read and write when neither flag nor settings name one.
+DEFAULT_PARTITION = "default"
+
+app = typer.Typer(
+    name="palimpsest",
+    help="Palimpsest: a lossless memory server for coding agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store", metavar="URI", help="Store URI (sqlite:///PATH, bolt://HOST:PORT); overrides PALIMPSEST_STORE."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+PartitionOption = Annotated[
+    str | None,
+    typer.Option("--partition", metavar="NAME", help="Partition to use; else PALIMPSEST_PARTITION, else 'default'."),
+]
+AllPartitionsOption = Annotated[
+    bool, typer.Option("--all-partitions", help="Look in every partition (crossing partitions on purpose).")
+]
+
+
+class IngestFormat(StrEnum):
+    """Transcript formats ``ingest`` reads."""
+
+    auto = "auto"
+    jsonl = "jsonl"
+
+
+class GrepMode(StrEnum):
+    """Search modes ``grep`` offers."""
+
+    text = "text"
+    regex = "regex"
+
+
+class Transport(StrEnum):
+    """How ``serve`` talks to MCP clients."""
+
+    stdio = "stdio"
+    http = "http"
+
+
+def _settings(store: str | None, partition: str | None = None) -> Settings:
+    """Settings from the environment, with flags given on the command line on top."""
+    overrides: dict[str, Any] = {}
+    if store is not None:
+        overrides["store"] = store
+    if partition is not None:
+        overrides["partition"] = partition
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _fail(f"invalid configuration: {where}: {first['msg']}") from None
+
+
+def _home(settings: Settings) -> str:
+    """The partition a command works in: ``--partition``, else settings, else the default."""
+    return settings.partition or DEFAULT_PARTITION
+
+
+def _scope(settings: Settings, all_partitions: bool, flag: str | None) -> str | None:
+    """The partition a command reads: ``None`` (every one) only when asked explicitly."""
+    if all_partitions:
+        if flag is not None:
+            raise typer.BadParameter("give either --partition or --all-partitions, not both")
+        return None
+    return _home(settings)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _run(work: Callable[[], Awaitable[T]]) -> T:
+    """Run a command's coroutine; a domain error becomes one line on stderr and exit 1."""
+    try:
+        return asyncio.run(work())
+    except PalimpsestError as exc:
+        raise _fail(str(exc)) from None
+
+
+async def _on_store(settings: Settings, use: Callable[[MemoryStore], Awaitable[T]]) -> T:
+    """Open and initialize the configured store, use it, close it whatever happens."""
+    store = settings.open_store()
+    try:
+        await store.initialize()
+        return await use(store)
+    finally:
+        await store.close()
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(exists=True, dir_okay=False, readable=True, help="Transcript files, ingested in order."),
+    ],
+    format: Annotated[
+        IngestFormat, typer.Option("--format", help="File format; auto judges by content.")
+    ] = IngestFormat.auto,
+    partition: PartitionOption = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Append transcript files to the store; ingesting a file again adds nothing.
+
+    Each JSONL line is an object with thread_id, role and content.
+
+    Optional keys: message_id, created_at, partition, project, tool_call_id, metadata.
+
+    A bad line stops its file with FILE:LINE, and nothing from that file is written.
+
+    Example: palimpsest ingest chats/session-1.jsonl chats/session-2.jsonl --partition claude-code
+    """
+    settings = _settings(store, partition)
+    target = _home(settings)
+    big = sum(path.stat().st_size for path in paths) >= PROGRESS_BYTES
+    show_bar = big and not json and sys.stderr.isatty()
+
+    async def work(opened: MemoryStore) -> IngestReport:
+        with output.ingest_progress(show_bar) as progress:
+            return await ingest_files(opened, paths, partition=target, format=format.value, progress=progress)
+
+    report = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(report)
+    else:
+        output.stdout_console().print(output.ingest_table(report))
+
+
+@app.command()
+def stats(
+    partition: PartitionOption = None,
+    all_partitions: AllPartitionsOption = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Count threads, messages, summaries by level and facts (what memory_stats returns).
+
+    Example: palimpsest stats --partition claude-code
+    """
+    settings = _settings(store, partition)
+    scope = _scope(settings, all_partitions, partition)
+
+    async def work(opened: MemoryStore) -> StoreStats:
+        return await opened.stats(scope)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
+    else:
+        output.stdout_console().print(output.stats_table(result))
+
+
+@app.command()
+def compact(
+    thread_id: Annotated[str, typer.Argument(help="The thread to compact.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Fold every message outside the fresh tail, below the threshold too.")
+    ] = False,
+    partition: PartitionOption = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Compact one thread now: summarize its old messages, then escalate full levels.
+
+    Example: palimpsest compact 3f2c9a1e-session --force
+    """
+    from scheduler.compaction import CompactionResult, compact_thread
+    from scheduler.summarizers import make_summarizer
+
+    settings = _settings(store, partition)
+    target = _home(settings)
+
+    async def work(opened: MemoryStore) -> CompactionResult:
+        summarizer = make_summarizer(settings.llm)
+        return await compact_thread(opened, target, thread_id, settings.compaction, summarizer, force=force)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
+        return
+    console = output.stdout_console()
+    if result.status == "compacted":
+        console.print(
+            f"compacted {thread_id}: {result.summaries_created} summaries " f"({result.escalations} escalations)",
+            markup=False,
+        )
+        for summary_id in result.summary_ids:
+            console.print(f"  {summary_id}", markup=False)
+    elif result.status == "busy":
+        console.print(f"{thread_id} is being compacted by another process; nothing done", markup=False)
+    else:
+        console.print(f"{thread_id}: nothing to compact", markup=False)
+
+
+@app.command()
+def describe(
+    summary_id: Annotated[str, typer.Argument(help="A summary id (sum_...).")],
+    partition: PartitionOption = None,
+    all_partitions: AllPartitionsOption = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Show a summary: its place in the DAG, ranges, tokens, digest and text.
+
+    Example: palimpsest describe sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4
+    """
+    settings = _settings(store, partition)
+    scope = _scope(settings, all_partitions, partition)
+
+    async def work(opened: MemoryStore) -> Summary:
+        return await opened.get_summary(scope, summary_id)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        from server.tools import PREVIEW_CHARS, SummaryDescription
+
+        preview = result.text if len(result.text) <= PREVIEW_CHARS else result.text[:PREVIEW_CHARS] + "…"
+        output.print_json(SummaryDescription(**result.model_dump(exclude={"text"}), preview=preview))
+    else:
+        output.stdout_console().print(output.summary_panel(result))
+
+
+@app.command()
+def expand(
+    summary_id: Annotated[str, typer.Argument(help="A summary id (sum_...).")],
+    depth: Annotated[
+        int | None, typer.Option("--depth", min=1, help="Levels down: 1 = direct children; none = the messages.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10000, help="Items per page.")] = 200,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", metavar="C", help="The next_cursor of the previous page.")
+    ] = None,
+    partition: PartitionOption = None,
+    all_partitions: AllPartitionsOption = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Print what a summary covers, in order: the original messages, byte for byte.
+
+    Example: palimpsest expand sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4 --limit 50
+    """
+    settings = _settings(store, partition)
+    scope = _scope(settings, all_partitions, partition)
+
+    async def work(opened: MemoryStore) -> ExpandPage:
+        return await opened.expand(scope, summary_id, depth=depth, limit=limit, cursor=cursor)
+
+    page = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(page)
+    else:
+        output.print_expansion(output.stdout_console(), page)
+
+
+@app.command()
+def doctor(
+    partition: Annotated[
+        str | None, typer.Option("--partition", metavar="NAME", help="Check one partition only; default all.")
+    ] = None,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="ID", help="Check one thread only.")] = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Verify every invariant of the lossless contract; exit 1 naming each breach.
+
+    Example: palimpsest doctor --store sqlite:///memory.db
+    """
+    from graph_schema.doctor import Breach, check_store
+
+    settings = _settings(store)
+
+    async def work(opened: MemoryStore) -> tuple[list[Breach], int]:
+        found = await check_store(opened, partition=partition, thread_id=thread)
+        checked = 1 if thread is not None else (await opened.stats(partition)).threads
+        return found, checked
+
+    breaches, threads = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(
+            {
+                "ok": not breaches,
+                "threads": threads,
+                "breaches": [breach.model_dump(mode="json") for breach in breaches],
+            }
+        )
+    elif breaches:
+        output.stdout_console().print(output.breaches_table(breaches))
+    else:
+        noun = "thread" if threads == 1 else "threads"
+        output.stdout_console().print(f"all 7 invariants hold across {threads} {noun}", markup=False)
+    if breaches:
+        for breach in breaches:
+            where = f"{breach.thread_id}/{breach.node_id}" if breach.node_id else breach.thread_id
+            typer.echo(f"breach of invariant {breach.invariant} in {where}: {breach.message}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def grep(
+    query: Annotated[str, typer.Argument(help="Words to look for.")],
+    mode: Annotated[
+        GrepMode, typer.Option("--mode", help="text: words, ranked; regex: a pattern, in thread order.")
+    ] = GrepMode.text,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="ID", help="Search one thread only.")] = None,
+    partition: PartitionOption = None,
+    all_partitions: AllPartitionsOption = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Most hits to show.")] = 20,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Search messages and summaries, with the summaries that cover each hit (grep_memories).
+
+    Example: palimpsest grep "refresh token" --thread 3f2c9a1e-session --limit 5
+    """
+    settings = _settings(store, partition)
+    scope = _scope(settings, all_partitions, partition)
+
+    async def work(opened: MemoryStore) -> GrepResult:
+        return await grep_memories(opened, query, partition=scope, mode=mode.value, thread_id=thread, limit=limit)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
+        return
+    output.stdout_console().print(output.hits_table(result.hits))
+    if result.truncated:
+        typer.echo("note: the regex scan stopped at its cap; narrow it with --thread", err=True)
+
+
+@app.command()
+def serve(
+    transport: Annotated[
+        Transport, typer.Option("--transport", help="stdio for an IDE, http for a network.")
+    ] = Transport.stdio,
+    host: Annotated[str, typer.Option("--host", help="Address the http transport listens on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port of the http transport.")] = 8765,
+    partition: Annotated[
+        str | None,
+        typer.Option("--partition", metavar="NAME", help="Partition to write to; else from the MCP client's name."),
+    ] = None,
+    store: StoreOption = None,
+    json: Annotated[bool, typer.Option("--json", help="Accepted as by every command; serve prints no result.")] = False,
+) -> None:
+    """Run the MCP server (stdio for one IDE, http to share one process).
+
+    Example: palimpsest serve --transport http --port 8765 --store bolt://127.0.0.1:7687
+    """
+    from server.app import run_server
+
+    settings = _settings(store, partition)
+    try:
+        run_server(settings, transport=transport.value, host=host, port=port)
+    except PalimpsestError as exc:
+        raise _fail(str(exc)) from None

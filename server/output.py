@@ -1,0 +1,206 @@
+"""How CLI results look: rich tables for people, JSON for scripts, from the same models.
+
+Kept apart from ``server/cli.py`` so the commands stay a list of thin verbs: each one
+calls a domain function and hands its pydantic result to one renderer here. Every
+renderer builds ``rich.text.Text`` from stored strings, never markup, so a message that
+contains ``[bold]`` prints as written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from graph_schema.models import ExpandPage, Message, StoreStats, Summary
+from server.grep import GrepHit
+from server.ingest import IngestProgress, IngestReport, ProgressCallback
+
+
+def stdout_console() -> Console:
+    """A console on the current stdout (made per call, so test runners can capture it)."""
+    return Console(file=sys.stdout, highlight=False)
+
+
+def stderr_console() -> Console:
+    """A console on the current stderr, for progress and diagnostics."""
+    return Console(file=sys.stderr, highlight=False)
+
+
+def print_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Write a result as JSON on stdout, nothing else, so scripts can parse it."""
+    if isinstance(value, BaseModel):
+        text = value.model_dump_json(indent=2)
+    else:
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def ingest_table(report: IngestReport) -> Table:
+    """One row per file, then the totals when there are several files."""
+    table = Table(title="ingested")
+    for name in ("file", "format", "messages", "appended", "duplicates", "threads"):
+        table.add_column(name, justify="left" if name in ("file", "format") else "right")
+    for item in report.files:
+        table.add_row(
+            Text(item.path),
+            item.format,
+            str(item.messages),
+            str(item.appended),
+            str(item.duplicates),
+            str(item.threads),
+        )
+    if len(report.files) > 1:
+        table.add_section()
+        table.add_row(
+            "total",
+            "",
+            str(report.messages),
+            str(report.appended),
+            str(report.duplicates),
+            str(report.threads),
+        )
+    return table
+
+
+def stats_table(stats: StoreStats) -> Table:
+    """Counts of a store (one partition or all) as a two-column table."""
+    scope = stats.partition if stats.partition is not None else "all partitions"
+    table = Table(title=Text(f"{stats.store} store, {scope}"))
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_row("threads", str(stats.threads))
+    table.add_row("messages", str(stats.messages))
+    for level in sorted(stats.summaries_by_level):
+        table.add_row(f"summaries L{level}", str(stats.summaries_by_level[level]))
+    if not stats.summaries_by_level:
+        table.add_row("summaries", "0")
+    table.add_row("facts", str(stats.facts))
+    table.add_row("tokens", str(stats.tokens))
+    return table
+
+
+def hits_table(hits: Sequence[GrepHit]) -> Table:
+    """Search hits, best first: where each one sits, its id, and its snippet below the id."""
+    table = Table(title=f"{len(hits)} hit{'s' if len(hits) != 1 else ''}", show_lines=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("where", overflow="fold")
+    table.add_column("id and snippet", ratio=1)
+    for hit in hits:
+        kind = hit.kind if hit.level is None else f"{hit.kind} L{hit.level}"
+        if hit.role is not None:
+            kind = f"{kind} ({hit.role.value})"
+        where = Text(kind)
+        where.append(f"\n{hit.thread_id or ''}", style="dim")
+        body = Text(hit.id, style="bold")
+        body.append("\n" + " ".join(hit.snippet.split()))
+        if hit.covered_by:
+            body.append(f"\nin {hit.covered_by[0]}", style="dim")
+        table.add_row(f"{hit.score:.3g}", where, body)
+    return table
+
+
+def summary_panel(summary: Summary) -> Panel:
+    """Everything ``describe`` knows about a summary, its text below the fields."""
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold")
+    fields.add_column()
+    rows = [
+        ("thread", summary.thread_id),
+        ("partition", summary.partition),
+        ("level", str(summary.level)),
+        ("seq", f"{summary.first_seq}..{summary.last_seq} ({summary.message_count} messages)"),
+        ("time", f"{summary.earliest_at.isoformat()} .. {summary.latest_at.isoformat()}"),
+        ("tokens", f"{summary.tokens} (sources {summary.source_tokens})"),
+        ("summarizer", summary.summarizer),
+        ("children", ", ".join(summary.child_ids)),
+        ("parent", summary.parent_id or "none (on the frontier)"),
+        ("digest", summary.digest),
+        ("created", summary.created_at.isoformat()),
+    ]
+    for name, value in rows:
+        fields.add_row(name, Text(value))
+    return Panel(Group(fields, Text(""), Text(summary.text)), title=Text(summary.id), title_align="left")
+
+
+def print_expansion(console: Console, page: ExpandPage) -> None:
+    """Each item of an expansion page, header then verbatim content, then where the page ends."""
+    for item in page.items:
+        if isinstance(item, Message):
+            header = Text(f"#{item.seq} {item.role.value}", style="bold")
+            header.append(f"  {item.id}  {item.created_at.isoformat()}", style="dim")
+            if item.tool_call_id:
+                header.append(f"  tool_call {item.tool_call_id}", style="dim")
+            body = item.content
+        else:
+            header = Text(f"L{item.level} summary seq {item.first_seq}..{item.last_seq}", style="bold")
+            header.append(f"  {item.id}", style="dim")
+            body = item.text
+        console.print(header)
+        console.print(Text(body), soft_wrap=True)
+        console.print()
+    footer = f"{len(page.items)} of {page.total} items"
+    if page.next_cursor:
+        footer += f"; next page: --cursor {page.next_cursor}"
+    console.print(Text(footer, style="dim"))
+
+
+def breaches_table(breaches: Sequence[BaseModel]) -> Table:
+    """The invariant breaches ``doctor`` found, one row each."""
+    table = Table(title=f"{len(breaches)} breach{'es' if len(breaches) != 1 else ''}")
+    table.add_column("invariant", justify="right")
+    table.add_column("thread")
+    table.add_column("node")
+    table.add_column("what", ratio=1)
+    for breach in breaches:
+        data = breach.model_dump()
+        table.add_row(
+            str(data["invariant"]), Text(data["thread_id"]), Text(data["node_id"] or ""), Text(data["message"])
+        )
+    return table
+
+
+class IngestBar:
+    """A rich progress bar on stderr fed by ``ingest_files``'s progress callback."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._tasks: dict[tuple[str, str], TaskID] = {}
+
+    def __call__(self, event: IngestProgress) -> None:
+        """Advance the bar of the file and phase the event is about."""
+        key = (str(event.path), event.phase)
+        task = self._tasks.get(key)
+        if task is None:
+            verb = "reading" if event.phase == "read" else "writing"
+            task = self._progress.add_task(f"{verb} {event.path.name}", total=event.total, unit=event.phase)
+            self._tasks[key] = task
+        self._progress.update(task, completed=event.done, total=event.total)
+
+
+@contextmanager
+def ingest_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
+    """A progress callback drawing bars on stderr, or ``None`` when not ``enabled``."""
+    if not enabled:
+        yield None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:>10,.0f} / {task.total:,.0f}"),
+        TimeRemainingColumn(),
+        console=stderr_console(),
+        transient=True,
+    )
+    with progress:
+        yield IngestBar(progress)
