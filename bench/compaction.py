@@ -39,7 +39,7 @@ from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
 from scheduler.compaction import compact_thread
 from scheduler.extractive import ExtractiveSummarizer
 from scheduler.summarizer import SummaryDraft
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 
 EXPAND_TARGET = 10_000
 COMPACTION_GOAL_MS = 1.0

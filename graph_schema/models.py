@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -150,6 +150,89 @@ class Fact(BaseModel):
     created_at: UtcDatetime
     valid_until: UtcDatetime | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    subject: str | None = Field(None, description="Topic key (lowercase) that supersession compares.")
+    thread_id: str | None = Field(None, description="The thread of the messages it was extracted from.")
+    superseded_by: str | None = Field(None, description="The newer fact that replaced it, if any.")
+
+
+# -- the fact layer: facts as extraction proposes them, per-thread state, counts ------
+
+#: Longest fact text accepted, in characters: a fact is a sentence, not a document.
+MAX_FACT_CHARS = 2000
+
+
+class NewFact(BaseModel):
+    """A fact as extraction proposes it; the store derives id, thread, project and time.
+
+    Its id is ``identity.fact_id(partition, text, source_message_ids[0])``, so proposing
+    the same fact from the same message twice stores it once.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: Name
+    text: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)]
+    kind: Name
+    subject: Name
+    source_message_ids: Annotated[list[Name], Field(min_length=1)]
+
+
+class FactLayerState(BaseModel):
+    """Whether a thread's fact layer is on, and how far extraction has read it."""
+
+    thread_id: str
+    partition: str
+    enabled: bool = Field(description="Off by default: facts are only extracted where asked.")
+    extracted_seq: int = Field(description="Seq of the last message extraction has read; -1 for none.")
+
+
+class FactTopic(BaseModel):
+    """How many facts one topic (subject) holds, current and superseded, by kind."""
+
+    subject: str
+    current: int
+    superseded: int
+    kinds: dict[str, int] = Field(description="Facts of the topic by kind, current and superseded.")
+
+
+class FactStats(BaseModel):
+    """Facts of a partition (or one thread) grouped by topic and by kind."""
+
+    partition: str | None
+    thread_id: str | None
+    facts: int
+    current: int
+    superseded: int
+    by_kind: dict[str, int]
+    topics: list[FactTopic] = Field(description="Topics with the most facts first.")
+
+    @classmethod
+    def from_counts(
+        cls, partition: str | None, thread_id: str | None, counts: list[tuple[str, str, bool, int]]
+    ) -> FactStats:
+        """Assemble the stats from ``(subject, kind, current, count)`` rows, as both stores read them."""
+        topics: dict[str, FactTopic] = {}
+        by_kind: dict[str, int] = {}
+        for subject, kind, current, count in counts:
+            topic = topics.setdefault(subject, FactTopic(subject=subject, current=0, superseded=0, kinds={}))
+            if current:
+                topic.current += count
+            else:
+                topic.superseded += count
+            topic.kinds[kind] = topic.kinds.get(kind, 0) + count
+            by_kind[kind] = by_kind.get(kind, 0) + count
+        ordered = sorted(topics.values(), key=lambda t: (-(t.current + t.superseded), t.subject))
+        current = sum(topic.current for topic in ordered)
+        superseded = sum(topic.superseded for topic in ordered)
+        return cls(
+            partition=partition,
+            thread_id=thread_id,
+            facts=current + superseded,
+            current=current,
+            superseded=superseded,
+            by_kind=dict(sorted(by_kind.items())),
+            topics=ordered,
+        )
 
 
 class ExpandPage(BaseModel):
@@ -234,3 +317,58 @@ class StoreStats(BaseModel):
     summaries_by_level: dict[int, int]
     facts: int
     tokens: int
+
+
+# -- maintenance: the background loop's record of what it did ------------------------
+
+
+class MaintenanceCycle(BaseModel):
+    """One run of a background job (compaction or evolution), kept in the store.
+
+    Recorded by whichever server process held the job's lease, so ``memory_stats`` shows
+    what maintenance did lately across every process sharing the store.
+    """
+
+    id: str
+    job: Name = Field(description="`compaction` or `evolution`.")
+    holder: Name = Field(description="The process that ran it: host:pid:random.")
+    started_at: UtcDatetime
+    finished_at: UtcDatetime
+    threads: int = Field(0, ge=0, description="Threads compacted.")
+    summaries: int = Field(0, ge=0, description="Summaries written, every level.")
+    facts: int = Field(0, ge=0, description="Facts extracted or superseded.")
+    steps: dict[str, int] = Field(default_factory=dict, description="What each evolution step counted, by name.")
+    errors: list[str] = Field(default_factory=list, description="What went wrong, one sentence each.")
+
+
+# -- semantic search: what is waiting for a vector --------------------------------------
+
+#: Characters of a node's text handed to an embedder; models read far fewer (MiniLM ~1000).
+MAX_EMBED_CHARS = 8192
+
+
+class EmbeddingTodo(NamedTuple):
+    """A node that has no vector of the current model yet, and the text to embed."""
+
+    id: str
+    kind: SearchKind
+    text: str
+
+
+# -- hybrid search: what ranking needs to know about a candidate message ----------------
+
+
+class MessageRef(BaseModel):
+    """Where a message sits in its thread and what its metadata says, without its content.
+
+    Hybrid search reads these for a few hundred candidates per query: enough to see
+    which candidates are neighbours and whose metadata (a speaker, a tool) the query
+    names, without carrying megabytes of tool output along.
+    """
+
+    id: str
+    thread_id: str
+    partition: str
+    seq: int
+    role: Role
+    metadata: dict[str, Any] = Field(default_factory=dict)

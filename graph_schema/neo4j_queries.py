@@ -49,9 +49,21 @@ def lucene_query(text: str) -> str | None:
     return " OR ".join('"' + term.replace("\\", "\\\\").replace('"', '\\"') + '"' for term in unique)
 
 
-#: A summary as one map: its properties, ordered child ids and parent ids.
+#: A message's properties, ``created_at`` as exact epoch microseconds (``epochMillis``
+#: floors where ``epochSeconds`` truncates): the driver hydrates a DateTime in pure
+#: Python, most of a message read's time, and an int natively.
+_MESSAGE_PROPS: LiteralString = """m {.*,
+    created_at: m.created_at.epochMillis * 1000 + m.created_at.microsecond % 1000
+}"""
+
+#: A summary as one map: its properties (timestamps as epoch microseconds, as in
+#: ``_MESSAGE_PROPS``), ordered child ids and parent ids.
 _SUMMARY_MAP: LiteralString = """{
-    props: properties(s),
+    props: s {.*,
+        created_at: s.created_at.epochMillis * 1000 + s.created_at.microsecond % 1000,
+        earliest_at: s.earliest_at.epochMillis * 1000 + s.earliest_at.microsecond % 1000,
+        latest_at: s.latest_at.epochMillis * 1000 + s.latest_at.microsecond % 1000
+    },
     child_ids: COLLECT { MATCH (s)-[r:SUMMARIZES]->(c) RETURN c.id ORDER BY r.position },
     parent_ids: COLLECT { MATCH (p:Summary)-[:SUMMARIZES]->(s) RETURN p.id }
 }"""
@@ -68,6 +80,8 @@ AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
 
 #: Create or find the thread, take its write lock, then read its counters and which
 #: of the batch's ids are already stored: everything after this sees committed state.
+#: A message id derives from its thread, so an empty thread (a fresh ingest) holds
+#: none of them and the lookups are skipped.
 APPEND_LOCK: LiteralString = """
 MERGE (t:Thread {id: $thread_id})
 ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $now,
@@ -76,10 +90,16 @@ SET t._lock = true
 REMOVE t._lock
 RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
     t.message_count - t.covered_count AS uncovered,
-    COLLECT { UNWIND $ids AS id MATCH (m:Message {id: id}) RETURN m.id } AS existing
+    COLLECT {
+        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $ids END AS id
+        MATCH (m:Message {id: id}) RETURN m.id
+    } AS existing
 """
 
 #: One batch of new messages, chained by NEXT from the thread's previous last message.
+#: ``row.created_at`` arrives as epoch microseconds (an int packs natively, a Python
+#: datetime in the driver's pure-Python code) and is stored as a UTC DateTime, split
+#: with floor semantics so times before 1970 stay exact.
 APPEND_WRITE: LiteralString = """
 MATCH (t:Thread {id: $thread_id})
 SET t.last_seq = $last_seq, t.message_count = t.message_count + size($rows),
@@ -88,8 +108,11 @@ WITH t
 OPTIONAL MATCH (prev:Message {partition: $partition, thread_id: $thread_id, seq: $prev_seq})
 CALL (prev) {
     UNWIND $rows AS row
+    WITH row, (row.created_at % 1000000 + 1000000) % 1000000 AS micros
     CREATE (m:Message)
-    SET m = row
+    SET m = row, m.created_at = datetime({
+        epochSeconds: (row.created_at - micros) / 1000000, nanosecond: micros * 1000
+    })
     WITH collect(m) AS created
     WITH CASE WHEN prev IS NULL THEN created ELSE [prev] + created END AS chain
     UNWIND range(0, size(chain) - 2) AS i
@@ -115,14 +138,14 @@ GET_MESSAGES: LiteralString = _THREAD + """
 RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
     WHERE m.seq >= $first_seq AND m.seq <= $last_seq
-    RETURN properties(m) ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
+    RETURN """ + _MESSAGE_PROPS + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
 } AS messages
 """
 
 GET_MESSAGE: LiteralString = """
 MATCH (m:Message {id: $id})
 WHERE $partition IS NULL OR m.partition = $partition
-RETURN properties(m) AS props
+RETURN """ + _MESSAGE_PROPS + """ AS props
 """
 
 #: Lucene hits in score order, filtered; no ORDER BY so the filter streams.
@@ -161,7 +184,7 @@ UNCOVERED_MESSAGES: LiteralString = _THREAD + """
 RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
     WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
-    RETURN properties(m) ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
+    RETURN """ + _MESSAGE_PROPS + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
 } AS messages
 """
 
@@ -176,8 +199,11 @@ ORDER BY s.thread_id, s.level, s.first_seq
 #: Lock the thread, then read the proposed children (only those of this thread and
 #: partition) with whether something already covers them, and whether the summary
 #: itself exists: all after the lock, so a concurrent compaction is seen committed.
+#: The hint keeps the planner on the id constraint: left alone it may seek the
+#: partition index and read every thread of the partition on each summary write.
 SUMMARY_LOCK: LiteralString = """
 MATCH (t:Thread {id: $thread_id})
+USING INDEX t:Thread(id)
 WHERE t.partition = $partition
 SET t._lock = true
 REMOVE t._lock
@@ -186,7 +212,7 @@ RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
         UNWIND $child_ids AS id
         MATCH (m:Message {id: id})
         WHERE m.partition = $partition AND m.thread_id = $thread_id
-        RETURN {props: properties(m), covered: EXISTS { (:Summary)-[:SUMMARIZES]->(m) }}
+        RETURN {props: """ + _MESSAGE_PROPS + """, covered: EXISTS { (:Summary)-[:SUMMARIZES]->(m) }}
     } AS messages,
     COLLECT {
         UNWIND $child_ids AS id
@@ -223,13 +249,14 @@ RETURN """ + _SUMMARY_MAP + """ AS summary
 """
 
 #: A page of the messages a summary covers, by its seq range, through the range index.
+#: The caller starts ``$first_seq`` at the page's first seq (a summary's range is gap
+#: free) rather than SKIP-ping, and one collected list beats a record per message.
 MESSAGES_IN_RANGE: LiteralString = """
-MATCH (m:Message {partition: $partition, thread_id: $thread_id})
-WHERE m.seq >= $first_seq AND m.seq <= $last_seq
-RETURN properties(m) AS props
-ORDER BY m.partition, m.thread_id, m.seq
-SKIP $offset
-LIMIT $limit
+RETURN COLLECT {
+    MATCH (m:Message {partition: $partition, thread_id: $thread_id})
+    WHERE m.seq >= $first_seq AND m.seq <= $last_seq
+    RETURN """ + _MESSAGE_PROPS + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
+} AS messages
 """
 
 #: The descendants of a summary at one level, walking SUMMARIZES edges down (paths
@@ -291,4 +318,296 @@ WHERE uncovered >= $min_uncovered
 RETURN t.id AS thread_id, t.partition AS partition, uncovered
 ORDER BY uncovered DESC, t.updated_at, t.id
 LIMIT $limit
+"""
+
+
+# -- maintenance: leases and cycle records ----------------------------------------------
+
+#: Find or create the lease (the unique constraint makes concurrent MERGEs meet on one
+#: node) and take its write lock before reading it, so the holder read is the last one
+#: committed and stays ours to change until commit.
+LEASE_LOCK: LiteralString = """
+MERGE (l:Lease {name: $name})
+ON CREATE SET l.holder = $holder, l.expires_at = $expires_at
+SET l._lock = true
+REMOVE l._lock
+RETURN l.holder AS holder, l.expires_at AS expires_at
+"""
+
+LEASE_TAKE: LiteralString = """
+MATCH (l:Lease {name: $name})
+SET l.holder = $holder, l.expires_at = $expires_at
+"""
+
+#: A released lease stays as a node, expired since the epoch: deleting it could race a
+#: concurrent taker that has just matched it.
+LEASE_RELEASE: LiteralString = """
+MATCH (l:Lease {name: $name})
+WHERE l.holder = $holder
+SET l.holder = null, l.expires_at = datetime({epochSeconds: 0})
+"""
+
+RECORD_CYCLE: LiteralString = """
+MERGE (c:MaintenanceCycle {id: $props.id})
+ON CREATE SET c += $props
+"""
+
+RECENT_CYCLES: LiteralString = """
+MATCH (c:MaintenanceCycle)
+WHERE c.started_at IS NOT NULL
+RETURN properties(c) AS props
+ORDER BY c.started_at DESC, c.finished_at DESC
+LIMIT $limit
+"""
+
+
+# -- the fact layer: facts, EXTRACTED_FROM and SUPERSEDES, per-thread layer state ---------
+# ``f`` is a Fact. A thread's layer lives on its node: ``facts_enabled`` (absent = off)
+# and ``facts_seq`` (absent = -1), the last message seq extraction has read.
+
+#: A fact as one map: its properties, its sources in thread order, its superseder.
+_FACT_MAP: LiteralString = """{
+    props: properties(f),
+    sources: COLLECT { MATCH (f)-[:EXTRACTED_FROM]->(m:Message) RETURN m.id ORDER BY m.seq },
+    superseded_by: COLLECT { MATCH (n:Fact)-[:SUPERSEDES]->(f) RETURN n.id }
+}"""
+
+FACT_SOURCE_MESSAGES: LiteralString = """
+UNWIND $ids AS id
+MATCH (m:Message {id: id})
+RETURN properties(m) AS props
+"""
+
+#: Facts not stored yet, each with an EXTRACTED_FROM edge to each of its sources.
+WRITE_FACTS: LiteralString = """
+UNWIND $facts AS fact
+OPTIONAL MATCH (existing:Fact {id: fact.props.id})
+WITH fact WHERE existing IS NULL
+CREATE (f:Fact)
+SET f = fact.props
+WITH f, fact
+UNWIND fact.sources AS source
+MATCH (m:Message {id: source})
+CREATE (f)-[:EXTRACTED_FROM]->(m)
+"""
+
+GET_FACTS: LiteralString = """
+UNWIND $ids AS id
+MATCH (f:Fact {id: id})
+WHERE $partition IS NULL OR f.partition = $partition
+RETURN """ + _FACT_MAP + """ AS fact
+"""
+
+#: Take the old fact's write lock, so of two supersessions of it one sees the other.
+SUPERSEDE_LOCK: LiteralString = """
+MATCH (f:Fact {id: $old_id})
+WHERE f.partition = $partition
+SET f._lock = true
+REMOVE f._lock
+"""
+
+SUPERSEDE_WRITE: LiteralString = """
+MATCH (old:Fact {id: $old_id}), (new:Fact {id: $new_id})
+SET old.valid_until = $at
+CREATE (new)-[:SUPERSEDES]->(old)
+"""
+
+LIST_FACTS: LiteralString = """
+MATCH (f:Fact)
+WHERE ($partition IS NULL OR f.partition = $partition)
+    AND ($project IS NULL OR f.project = $project)
+    AND ($subject IS NULL OR f.subject = $subject)
+    AND ($thread_id IS NULL OR f.thread_id = $thread_id)
+    AND (NOT $current_only OR f.valid_until IS NULL)
+RETURN """ + _FACT_MAP + """ AS fact
+ORDER BY f.created_at DESC, f.id
+LIMIT $limit
+"""
+
+FACT_STATS: LiteralString = """
+MATCH (f:Fact)
+WHERE ($partition IS NULL OR f.partition = $partition) AND ($thread_id IS NULL OR f.thread_id = $thread_id)
+RETURN f.subject AS subject, f.kind AS kind, f.valid_until IS NULL AS current, count(*) AS n
+"""
+
+#: Facts that outlive a clear but were superseded by a cleared one become current again.
+RESTORE_SUPERSEDED: LiteralString = """
+MATCH (n:Fact)-[:SUPERSEDES]->(old:Fact)
+WHERE n.partition = $partition AND ($thread_id IS NULL OR n.thread_id = $thread_id)
+    AND NOT (old.partition = $partition AND ($thread_id IS NULL OR old.thread_id = $thread_id))
+SET old.valid_until = null
+"""
+
+CLEAR_FACTS: LiteralString = """
+MATCH (f:Fact)
+WHERE f.partition = $partition AND ($thread_id IS NULL OR f.thread_id = $thread_id)
+OPTIONAL MATCH (f)<-[:EMBEDS]-(vector:Embedding)
+DETACH DELETE f, vector
+RETURN count(*) AS deleted
+"""
+
+RESET_FACT_CURSORS: LiteralString = """
+MATCH (t:Thread)
+WHERE t.partition = $partition AND ($thread_id IS NULL OR t.id = $thread_id) AND t.facts_seq IS NOT NULL
+SET t.facts_seq = -1
+"""
+
+_FACT_LAYER_RETURN: LiteralString = """
+RETURN t.id AS thread_id, t.partition AS partition, coalesce(t.facts_enabled, false) AS enabled,
+    coalesce(t.facts_seq, -1) AS extracted_seq, t.message_count AS message_count
+"""
+
+FACT_LAYER: LiteralString = _THREAD + _FACT_LAYER_RETURN
+
+SET_FACT_LAYER: LiteralString = _THREAD + """
+SET t.facts_enabled = $enabled
+""" + _FACT_LAYER_RETURN
+
+ADVANCE_FACT_CURSOR: LiteralString = _THREAD + """
+SET t.facts_seq = CASE WHEN coalesce(t.facts_seq, -1) < $seq THEN $seq ELSE t.facts_seq END
+""" + _FACT_LAYER_RETURN
+
+FACT_LAYER_THREADS: LiteralString = """
+MATCH (t:Thread)
+WHERE t.facts_enabled = true AND ($partition IS NULL OR t.partition = $partition)
+""" + _FACT_LAYER_RETURN + """
+ORDER BY t.updated_at DESC, t.id
+LIMIT $limit
+"""
+
+# -- semantic search: (:Embedding)-[:EMBEDS]->(node) and the vector index ----------------
+#
+# A vector lives on its own Embedding node, not on the node it describes: a Message
+# keeps exactly the properties it was written with, reads of messages never carry 384
+# floats along, and one vector index over one label ranks messages, summaries and facts
+# together. The Embedding node copies what search filters on (kind, partition, thread,
+# time, model) so candidates are filtered without a hop.
+
+VECTOR_INDEX_NAME = "memory_embedding"
+
+VECTOR_INDEX_SIZE: LiteralString = """
+SHOW VECTOR INDEXES YIELD name, options
+WHERE name = $name
+RETURN options.indexConfig.`vector.dimensions` AS dimensions
+"""
+
+CREATE_VECTOR_INDEX: LiteralString = """
+CREATE VECTOR INDEX memory_embedding IF NOT EXISTS FOR (e:Embedding) ON e.vector
+OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}}
+"""
+
+DROP_VECTOR_INDEX: LiteralString = "DROP INDEX memory_embedding IF EXISTS"
+
+AWAIT_VECTOR_INDEX: LiteralString = "CALL db.awaitIndex('memory_embedding', 300)"
+
+ANY_EMBEDDING: LiteralString = "RETURN EXISTS { MATCH (:Embedding) } AS any"
+
+#: One Embedding node per described node, found or made by its unique node_id.
+SET_EMBEDDINGS: LiteralString = """
+UNWIND $rows AS row
+CALL (row) {
+    OPTIONAL MATCH (m:Message {id: row.id})
+    OPTIONAL MATCH (s:Summary {id: row.id})
+    OPTIONAL MATCH (f:Fact {id: row.id})
+    RETURN coalesce(m, s, f) AS n
+}
+WITH row, n WHERE n IS NOT NULL
+MERGE (e:Embedding {node_id: row.id})
+SET e.kind = CASE WHEN n:Message THEN 'message' WHEN n:Summary THEN 'summary' ELSE 'fact' END,
+    e.partition = n.partition, e.thread_id = n.thread_id, e.created_at = n.created_at, e.model = $model
+MERGE (e)-[:EMBEDS]->(n)
+WITH e, row
+CALL db.create.setNodeVectorProperty(e, 'vector', row.vector)
+RETURN count(*) AS written
+"""
+
+_NO_VECTOR: LiteralString = """
+    AND ($partition IS NULL OR n.partition = $partition)
+    AND NOT EXISTS { MATCH (n)<-[:EMBEDS]-(e:Embedding) WHERE e.model = $model }
+"""
+
+
+def _missing(label: LiteralString, text: LiteralString) -> LiteralString:
+    """Nodes of one label without a vector of ``$model``: by id from ``$after`` (the id index)."""
+    return (
+        "MATCH (n:" + label + ")\nWHERE n.id > $after" + _NO_VECTOR
+        + "RETURN n.id AS id, left(n." + text + ", $chars) AS text\nORDER BY n.id\nLIMIT $limit"
+    )
+
+
+def _missing_among(label: LiteralString, text: LiteralString) -> LiteralString:
+    """The same among the ids ``$ids``."""
+    return (
+        "UNWIND $ids AS id\nMATCH (n:" + label + " {id: id})\nWHERE n.id > $after" + _NO_VECTOR
+        + "RETURN n.id AS id, left(n." + text + ", $chars) AS text\nORDER BY n.id\nLIMIT $limit"
+    )
+
+
+MISSING_EMBEDDINGS: dict[str, LiteralString] = {
+    "message": _missing("Message", "content"),
+    "summary": _missing("Summary", "text"),
+    "fact": _missing("Fact", "text"),
+}
+MISSING_EMBEDDINGS_AMONG: dict[str, LiteralString] = {
+    "message": _missing_among("Message", "content"),
+    "summary": _missing_among("Summary", "text"),
+    "fact": _missing_among("Fact", "text"),
+}
+
+_VECTOR_FILTERS: LiteralString = """
+    e.model = $model AND e.kind IN $kinds
+    AND ($partition IS NULL OR e.partition = $partition)
+    AND ($thread_id IS NULL OR e.thread_id = $thread_id)
+    AND ($since IS NULL OR e.created_at >= $since)
+    AND ($until IS NULL OR e.created_at <= $until)
+"""
+
+#: Exact cosine (Neo4j's functions give (1 + cos) / 2), best first, then what a hit shows.
+_RANKED: LiteralString = """
+MATCH (e)-[:EMBEDS]->(n)
+WITH e, n, 2 * vector.similarity.cosine(e.vector, $vector) - 1 AS score
+ORDER BY score DESC, n.id
+LIMIT $limit
+"""
+_HIT: LiteralString = """{id: n.id, kind: e.kind, thread_id: n.thread_id, partition: n.partition, score: score,
+    text: left(coalesce(n.content, n.text), $chars), created_at: n.created_at,
+    source_id: n.source_id, level: n.level, role: n.role}"""
+_RANKED_HITS: LiteralString = _RANKED + "RETURN " + _HIT + " AS hit\n"
+
+#: Approximate candidates from the index ($k of them), filtered, then ranked exactly;
+#: ``candidates`` says whether the index had more to give.
+VECTOR_SEARCH: LiteralString = """
+CALL db.index.vector.queryNodes('memory_embedding', $k, $vector) YIELD node
+WITH collect(node) AS found
+RETURN size(found) AS candidates, COLLECT {
+    UNWIND found AS e
+    WITH e WHERE """ + _VECTOR_FILTERS + _RANKED + "RETURN " + _HIT + """
+} AS hits
+"""
+
+#: Every vector of one thread, ranked exactly (a thread is small; the index is not needed).
+VECTOR_SEARCH_THREAD: LiteralString = """
+MATCH (e:Embedding {thread_id: $thread_id})
+WHERE """ + _VECTOR_FILTERS + _RANKED_HITS
+
+#: Every vector of one partition ranked exactly: when the index's candidates were too few.
+VECTOR_SEARCH_PARTITION: LiteralString = """
+MATCH (e:Embedding {partition: $partition})
+WHERE """ + _VECTOR_FILTERS + _RANKED_HITS
+
+#: Every vector ranked exactly (partition None, and the index's candidates too few).
+VECTOR_SEARCH_ALL: LiteralString = """
+MATCH (e:Embedding)
+WHERE """ + _VECTOR_FILTERS + _RANKED_HITS
+
+# -- hybrid search: candidate positions and metadata, never content ----------------------
+
+#: Thread, seq, role and metadata of each id, by the unique id index; content stays put.
+#: One record of lists, not one record per id: hundreds of small records cost more to
+#: stream than to find.
+MESSAGE_REFS: LiteralString = """
+UNWIND $ids AS id
+MATCH (m:Message {id: id})
+WHERE $partition IS NULL OR m.partition = $partition
+RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata]) AS refs
 """

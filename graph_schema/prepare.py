@@ -10,15 +10,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph_schema.errors import InvalidInput
-from graph_schema.identity import estimate_tokens, message_id, message_sha256, summary_digest, summary_id
+from graph_schema.errors import Conflict, InvalidInput, NotFound
+from graph_schema.identity import (
+    estimate_tokens,
+    fact_id,
+    message_id,
+    message_sha256,
+    summary_digest,
+    summary_id,
+)
 from graph_schema.models import (
     MAX_BATCH,
     MAX_MESSAGE_BYTES,
     MAX_NAME_CHARS,
+    Fact,
     Message,
+    NewFact,
     NewMessage,
     NewSummary,
     Summary,
@@ -184,3 +194,118 @@ def decode_cursor(cursor: str | None) -> int:
     if not cursor.startswith("o") or not cursor[1:].isdigit():
         raise InvalidInput(f"invalid cursor {cursor!r}: pass the next_cursor of the previous page")
     return int(cursor[1:])
+
+
+# -- the fact layer: checking proposed facts and deriving what a fact row holds --------
+
+
+def fact_source_ids(facts: Sequence[NewFact]) -> list[str]:
+    """Every source message id of a batch of facts, once each, for one lookup.
+
+    :raises InvalidInput: if the batch is over ``MAX_BATCH`` facts.
+    """
+    if len(facts) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} facts per call, got {len(facts)}")
+    return list(dict.fromkeys(source for fact in facts for source in fact.source_message_ids))
+
+
+def derive_facts(facts: Sequence[NewFact], sources: dict[str, Message]) -> list[Fact]:
+    """The facts a store writes, derived from their stored source messages.
+
+    ``sources`` maps the ids of ``fact_source_ids(facts)`` to the stored messages (any
+    partition: a message of another partition is reported unknown here). A fact's
+    thread and project are its sources', its time the latest source's, its id
+    ``fact_id(partition, text, first source id)``; a fact repeated in the batch is
+    kept once. Raises before anything is written.
+
+    :raises NotFound: if a source message does not exist in the fact's partition.
+    :raises InvalidInput: if a fact's text is blank or not valid UTF-8, repeats a
+        source, or its sources span several threads.
+    """
+    derived: dict[str, Fact] = {}
+    for index, new in enumerate(facts):
+        if not new.text.strip():
+            raise InvalidInput(f"fact {index} text must not be blank")
+        check_utf8(f"fact {index} text", new.text)
+        check_name(f"fact {index} kind", new.kind)
+        check_name(f"fact {index} subject", new.subject)
+        if len(set(new.source_message_ids)) != len(new.source_message_ids):
+            raise InvalidInput(f"fact {index} names the same source message twice")
+        found: list[Message] = []
+        for source_id in new.source_message_ids:
+            message = sources.get(source_id)
+            if message is None or message.partition != new.partition:
+                raise NotFound("message", source_id)
+            found.append(message)
+        if len({message.thread_id for message in found}) != 1:
+            raise InvalidInput(f"fact {index} is extracted from messages of several threads")
+        ordered = sorted(found, key=lambda message: message.seq)
+        fact = Fact(
+            id=fact_id(new.partition, new.text, new.source_message_ids[0]),
+            partition=new.partition,
+            project=next((m.project for m in ordered if m.project is not None), None),
+            text=new.text,
+            kind=new.kind,
+            subject=new.subject,
+            created_at=max(message.created_at for message in ordered),
+            valid_until=None,
+            source_message_ids=[message.id for message in ordered],
+            thread_id=ordered[0].thread_id,
+        )
+        derived.setdefault(fact.id, fact)
+    return list(derived.values())
+
+
+def check_supersession(old: Fact, new: Fact, at: datetime) -> bool:
+    """Whether ``new`` may supersede ``old`` from ``at`` on; True when it already does.
+
+    :raises InvalidInput: if the two are one fact, or ``at`` is before ``old`` began.
+    :raises Conflict: if another fact superseded ``old`` already, or ``old``
+        superseded ``new`` (a cycle).
+    """
+    if old.id == new.id:
+        raise InvalidInput(f"fact {old.id} cannot supersede itself")
+    if old.superseded_by == new.id:
+        return True
+    if old.superseded_by is not None:
+        raise Conflict(f"fact {old.id} is already superseded by {old.superseded_by}")
+    if new.superseded_by == old.id:
+        raise Conflict(f"fact {new.id} is superseded by {old.id}, so it cannot supersede it")
+    moment = at.replace(tzinfo=UTC) if at.tzinfo is None else at
+    if moment < old.created_at:
+        raise InvalidInput(f"a fact cannot be superseded before it was made ({moment.isoformat()})")
+    return False
+
+
+# -- maintenance: leases ----------------------------------------------------------------
+
+#: Longest lease a process may take: a day. A longer one is a unit mistake, not a plan.
+MAX_LEASE_SECONDS = 86400.0
+
+
+def lease_times(name: str, holder: str, ttl_seconds: float, now: datetime | None) -> tuple[datetime, datetime]:
+    """Check a lease request and give ``(now, expires_at)``, both aware UTC.
+
+    :raises InvalidInput: if the name or holder is empty or too long, or the TTL is not
+        a positive number of seconds up to a day.
+    """
+    check_name("lease name", name)
+    check_name("lease holder", holder)
+    if not 0 < ttl_seconds <= MAX_LEASE_SECONDS:
+        raise InvalidInput(f"lease ttl must be between 0 and {MAX_LEASE_SECONDS:g} seconds, got {ttl_seconds}")
+    moment = utcnow() if now is None else now
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment, moment + timedelta(seconds=ttl_seconds)
+
+
+# -- hybrid search -----------------------------------------------------------------------
+
+
+def unique_ids(kind: str, ids: Sequence[str]) -> list[str]:
+    """The ids asked, each once, in order, for a batch read by id.
+
+    :raises InvalidInput: if more than ``MAX_BATCH`` ids are asked at once.
+    """
+    if len(ids) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} {kind} ids per call, got {len(ids)}")
+    return list(dict.fromkeys(ids))

@@ -26,11 +26,19 @@ from typing import Any, TypeVar
 from graph_schema import sqlite_queries as q
 from graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
 from graph_schema.models import (
+    MAX_EMBED_CHARS,
     AppendResult,
     DagEdge,
+    EmbeddingTodo,
     ExpandPage,
+    Fact,
+    FactLayerState,
+    FactStats,
     FrontierItem,
+    MaintenanceCycle,
     Message,
+    MessageRef,
+    NewFact,
     NewMessage,
     NewSummary,
     SearchHit,
@@ -43,7 +51,29 @@ from graph_schema.models import (
     ThreadSnapshot,
     utcnow,
 )
-from graph_schema.prepare import PreparedMessage, decode_cursor, derive_summary, encode_cursor, prepare_append
+from graph_schema.prepare import (
+    PreparedMessage,
+    check_supersession,
+    decode_cursor,
+    derive_facts,
+    derive_summary,
+    encode_cursor,
+    fact_source_ids,
+    lease_times,
+    prepare_append,
+    unique_ids,
+)
+from graph_schema.vectors import (
+    SNIPPET_CHARS,
+    MatrixRow,
+    VectorMatrix,
+    VectorSpace,
+    check_index_args,
+    check_kinds,
+    head_snippet,
+    microseconds,
+    unit_vectors,
+)
 
 T = TypeVar("T")
 
@@ -169,6 +199,30 @@ def _frontier(conn: sqlite3.Connection, thread_id: str) -> list[FrontierItem]:
     return items
 
 
+# -- the fact layer: rows to models ------------------------------------------------------
+
+
+def _facts(conn: sqlite3.Connection, partition: str | None, ids: Sequence[str]) -> list[Fact]:
+    """The facts with these ids, in the order asked, unknown ones left out."""
+    rows = {row["id"]: row for row in conn.execute(q.FACTS_BY_IDS, {"ids": _ids(ids), "partition": partition})}
+    return _with_sources(conn, [rows[fact_id] for fact_id in dict.fromkeys(ids) if fact_id in rows])
+
+
+def _with_sources(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> list[Fact]:
+    """Facts from their rows, each with its source message ids in thread order."""
+    sources: dict[str, list[str]] = {}
+    for fact_id, message_id in conn.execute(q.FACT_SOURCES, {"ids": _ids([row["id"] for row in rows])}):
+        sources.setdefault(fact_id, []).append(message_id)
+    return [Fact.model_validate({**dict(row), "source_message_ids": sources.get(row["id"], [])}) for row in rows]
+
+
+def _layer(row: sqlite3.Row) -> FactLayerState:
+    return FactLayerState(
+        thread_id=row["thread_id"], partition=row["partition"], enabled=bool(row["enabled"]),
+        extracted_seq=row["extracted_seq"],
+    )  # fmt: skip
+
+
 class SqliteStore:
     """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""
 
@@ -179,6 +233,7 @@ class SqliteStore:
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._vectors = VectorSpace()
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -389,7 +444,8 @@ class SqliteStore:
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
             hits: list[SearchHit] = []
             for kind in dict.fromkeys(kinds):
-                for row in conn.execute(q.SEARCHES[kind], params):
+                asked = {**params, "query": _without_common_terms(conn, query, match)} if kind == "message" else params
+                for row in conn.execute(q.SEARCHES[kind], asked):
                     hits.append(
                         SearchHit(
                             id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
@@ -618,3 +674,398 @@ class SqliteStore:
             return ThreadSnapshot(thread=thread, messages=messages, summaries=summaries)
 
         return await self._run(read)
+
+    # -- maintenance: leases and cycle records --------------------------------------
+
+    async def acquire_lease(
+        self, name: str, holder: str, ttl_seconds: float, *, now: datetime | None = None
+    ) -> bool:
+        """One upsert under ``BEGIN IMMEDIATE``: free, expired or our own lease is (re)taken."""
+        moment, expires_at = lease_times(name, holder, ttl_seconds, now)
+        params = {"name": name, "holder": holder, "now": _time(moment), "expires_at": _time(expires_at)}
+
+        def take(conn: sqlite3.Connection) -> bool:
+            with _transaction(conn, "IMMEDIATE"):
+                return conn.execute(q.ACQUIRE_LEASE, params).rowcount == 1
+
+        return await self._run(take)
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Delete the lease row only when ``holder`` holds it."""
+        params = {"name": name, "holder": holder}
+
+        def release(conn: sqlite3.Connection) -> None:
+            conn.execute(q.RELEASE_LEASE, params)
+
+        await self._run(release)
+
+    async def record_cycle(self, cycle: MaintenanceCycle) -> None:
+        """Insert the cycle's row; an id already recorded is left as it was."""
+        params = {
+            **cycle.model_dump(include={"id", "job", "holder", "threads", "summaries", "facts"}),
+            "started_at": _time(cycle.started_at),
+            "finished_at": _time(cycle.finished_at),
+            "steps": json.dumps(cycle.steps),
+            "errors": json.dumps(cycle.errors),
+        }
+
+        def record(conn: sqlite3.Connection) -> None:
+            conn.execute(q.INSERT_CYCLE, params)
+
+        await self._run(record)
+
+    async def recent_cycles(self, limit: int) -> list[MaintenanceCycle]:
+        """The latest cycles by start time, read from the ``started_at`` index."""
+        params = {"limit": _limit(limit)}
+
+        def read(conn: sqlite3.Connection) -> list[MaintenanceCycle]:
+            return [
+                MaintenanceCycle.model_validate(
+                    {**dict(row), "steps": json.loads(row["steps"]), "errors": json.loads(row["errors"])}
+                )
+                for row in conn.execute(q.RECENT_CYCLES, params)
+            ]
+
+        return await self._run(read)
+
+    # -- the fact layer: facts, supersession and per-thread layer state ----------------
+
+    async def add_facts(self, facts: Sequence[NewFact]) -> list[Fact]:
+        """Insert new facts and their sources under ``BEGIN IMMEDIATE``; stored ones stay as they are."""
+        source_ids = fact_source_ids(facts)
+
+        def write(conn: sqlite3.Connection) -> list[Fact]:
+            with _transaction(conn, "IMMEDIATE"):
+                found = conn.execute(q.FACT_SOURCE_MESSAGES, {"ids": _ids(source_ids)})
+                derived = derive_facts(facts, {row["id"]: _message(row) for row in found})
+                for fact in derived:
+                    row = (
+                        fact.id, fact.partition, fact.project, fact.text, fact.kind, fact.subject,
+                        fact.thread_id, _time(fact.created_at),
+                    )  # fmt: skip
+                    if conn.execute(q.INSERT_FACT, row).rowcount == 1:
+                        conn.executemany(q.INSERT_FACT_SOURCE, [(fact.id, m) for m in fact.source_message_ids])
+                return _facts(conn, None, [fact.id for fact in derived])
+
+        return await self._run(write)
+
+    async def get_facts(self, partition: str | None, fact_ids: Sequence[str]) -> list[Fact]:
+        """Facts by id, in the order asked."""
+        return await self._run(lambda conn: _facts(conn, partition, fact_ids))
+
+    async def supersede_fact(self, partition: str, old_id: str, new_id: str, *, at: datetime) -> Fact:
+        """Set ``valid_until`` and write the SUPERSEDES row in one ``BEGIN IMMEDIATE`` transaction."""
+
+        def write(conn: sqlite3.Connection) -> Fact:
+            with _transaction(conn, "IMMEDIATE"):
+                found = {fact.id: fact for fact in _facts(conn, partition, [old_id, new_id])}
+                for fact_id in (old_id, new_id):
+                    if fact_id not in found:
+                        raise NotFound("fact", fact_id)
+                if not check_supersession(found[old_id], found[new_id], at):
+                    conn.execute(q.SUPERSEDE_FACT, {"at": _time(at), "old_id": old_id})
+                    conn.execute(q.INSERT_SUPERSEDES, {"new_id": new_id, "old_id": old_id})
+                return _facts(conn, partition, [old_id])[0]
+
+        return await self._run(write)
+
+    async def list_facts(
+        self,
+        partition: str | None,
+        *,
+        project: str | None = None,
+        subject: str | None = None,
+        thread_id: str | None = None,
+        current_only: bool = True,
+        limit: int = 100,
+    ) -> list[Fact]:
+        """Facts by the filters given, newest first."""
+        params = {
+            "partition": partition, "project": project, "subject": subject, "thread_id": thread_id,
+            "current_only": int(current_only), "limit": _limit(limit),
+        }  # fmt: skip
+
+        def read(conn: sqlite3.Connection) -> list[Fact]:
+            with _transaction(conn, "DEFERRED"):
+                return _with_sources(conn, conn.execute(q.LIST_FACTS, params).fetchall())
+
+        return await self._run(read)
+
+    async def fact_stats(self, partition: str | None, *, thread_id: str | None = None) -> FactStats:
+        """One GROUP BY over (subject, kind, current)."""
+        params = {"partition": partition, "thread_id": thread_id}
+
+        def read(conn: sqlite3.Connection) -> FactStats:
+            counts = [(row[0], row[1], bool(row[2]), row[3]) for row in conn.execute(q.FACT_STATS, params)]
+            return FactStats.from_counts(partition, thread_id, counts)
+
+        return await self._run(read)
+
+    async def clear_facts(self, partition: str, thread_id: str | None = None) -> int:
+        """Restore what cleared facts superseded, delete them (sources cascade), reset cursors."""
+        params = {"partition": partition, "thread_id": thread_id}
+
+        def write(conn: sqlite3.Connection) -> int:
+            with _transaction(conn, "IMMEDIATE"):
+                if thread_id is not None:
+                    _require_thread(conn, partition, thread_id)
+                conn.execute(q.RESTORE_SUPERSEDED, params)
+                conn.execute(q.DELETE_SUPERSEDES, params)
+                deleted = conn.execute(q.DELETE_FACTS, params).rowcount
+                conn.execute(q.RESET_FACT_CURSORS, params)
+            return int(deleted)
+
+        return await self._run(write)
+
+    async def fact_layer(self, partition: str | None, thread_id: str) -> FactLayerState:
+        """The thread's layer row, or the defaults (off, nothing read) when it has none."""
+
+        def read(conn: sqlite3.Connection) -> FactLayerState:
+            row = conn.execute(q.FACT_LAYER, {"thread_id": thread_id, "partition": partition}).fetchone()
+            if row is None:
+                raise NotFound("thread", thread_id)
+            return _layer(row)
+
+        return await self._run(read)
+
+    async def set_fact_layer(self, partition: str, thread_id: str, enabled: bool) -> FactLayerState:
+        """Upsert the thread's layer row with the new switch."""
+        params = {"thread_id": thread_id, "partition": partition, "enabled": int(enabled)}
+
+        def write(conn: sqlite3.Connection) -> FactLayerState:
+            with _transaction(conn, "IMMEDIATE"):
+                _require_thread(conn, partition, thread_id)
+                conn.execute(q.SET_FACT_LAYER, params)
+                return _layer(conn.execute(q.FACT_LAYER, params).fetchone())
+
+        return await self._run(write)
+
+    async def advance_fact_cursor(self, partition: str, thread_id: str, seq: int) -> FactLayerState:
+        """Upsert the cursor as the larger of the stored one and ``seq``."""
+        params = {"thread_id": thread_id, "partition": partition, "seq": _int64(seq)}
+
+        def write(conn: sqlite3.Connection) -> FactLayerState:
+            with _transaction(conn, "IMMEDIATE"):
+                row = conn.execute(q.FACT_LAYER, params).fetchone()
+                if row is None:
+                    raise NotFound("thread", thread_id)
+                if not -1 <= seq < row["message_count"]:
+                    raise InvalidInput(
+                        f"extraction cursor {seq} is outside thread {thread_id!r} "
+                        f"(seq -1..{row['message_count'] - 1})"
+                    )
+                conn.execute(q.ADVANCE_FACT_CURSOR, params)
+                return _layer(conn.execute(q.FACT_LAYER, params).fetchone())
+
+        return await self._run(write)
+
+    async def fact_layer_threads(self, partition: str | None, *, limit: int = 10_000) -> list[FactLayerState]:
+        """Threads with a layer row switched on."""
+        params = {"partition": partition, "limit": _limit(limit)}
+        return await self._run(lambda conn: [_layer(row) for row in conn.execute(q.FACT_LAYER_THREADS, params)])
+
+    # -- semantic search: embeddings and the in-memory vector matrix -------------------
+
+    async def ensure_vector_index(self, dimensions: int, model: str) -> None:
+        """Record the vector size (``vector_index``); another size only while no vector is stored."""
+        check_index_args(dimensions, model)
+        if (self._vectors.dimensions, self._vectors.model) == (dimensions, model):
+            return
+
+        def settle(conn: sqlite3.Connection) -> None:
+            params = {"name": q.VECTOR_INDEX_NAME, "dimensions": dimensions}
+            with _transaction(conn, "IMMEDIATE"):
+                row = conn.execute(q.VECTOR_INDEX, params).fetchone()
+                if row is None:
+                    conn.execute(q.CREATE_VECTOR_INDEX, params)
+                elif row["dimensions"] != dimensions and conn.execute(q.ANY_EMBEDDING).fetchone() is None:
+                    conn.execute(q.RESIZE_VECTOR_INDEX, params)
+                elif row["dimensions"] != dimensions:
+                    raise Conflict(
+                        f"the store's vector index holds {row['dimensions']}-number vectors; model {model!r} "
+                        f"makes {dimensions}: keep the embedder that filled it, or use a fresh store"
+                    )
+            self._vectors.settle(dimensions, model)
+
+        await self._run(settle)
+
+    async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
+        """Replace each node's ``embeddings`` row and bump the version, in one transaction."""
+        dimensions, _ = self._vectors.require()
+        self._vectors.check_model(model)
+        latest = dict(items)
+        matrix = unit_vectors(list(latest.values()), dimensions)
+        blobs = {node_id: matrix[index].astype("<f4").tobytes() for index, node_id in enumerate(latest)}
+
+        def write(conn: sqlite3.Connection) -> int:
+            with _transaction(conn, "IMMEDIATE"):
+                nodes = conn.execute(q.EMBEDDED_NODES, {"ids": _ids(list(latest))}).fetchall()
+                conn.executemany(
+                    q.SET_EMBEDDING,
+                    [
+                        (
+                            row["id"], row["kind"], row["partition"], row["thread_id"],
+                            microseconds(datetime.fromisoformat(row["created_at"])), model, blobs[row["id"]],
+                        )
+                        for row in nodes
+                    ],
+                )  # fmt: skip
+                if nodes:
+                    conn.execute(q.BUMP_VECTOR_VERSION, {"name": q.VECTOR_INDEX_NAME})
+            return len(nodes)
+
+        return await self._run(write) if latest else 0
+
+    async def missing_embeddings(
+        self,
+        partition: str | None,
+        kinds: Sequence[SearchKind] = ("message", "summary", "fact"),
+        limit: int = 256,
+        *,
+        ids: Sequence[str] | None = None,
+        after: str | None = None,
+    ) -> list[EmbeddingTodo]:
+        """Per kind, the id index walked from ``after``; merged in id order."""
+        _, model = self._vectors.require()
+        asked = check_kinds(kinds)
+        limit = _limit(limit)
+        if ids is not None and not ids:
+            return []
+        params = {
+            "partition": partition,
+            "model": model,
+            "after": after or "",
+            "limit": limit,
+            "chars": MAX_EMBED_CHARS,
+            "ids": None if ids is None else _ids(ids),
+        }
+        queries = q.MISSING_EMBEDDINGS if ids is None else q.MISSING_EMBEDDINGS_AMONG
+
+        def read(conn: sqlite3.Connection) -> list[EmbeddingTodo]:
+            todo = [
+                EmbeddingTodo(row[0], kind, row[1]) for kind in asked for row in conn.execute(queries[kind], params)
+            ]
+            return sorted(todo)[:limit]
+
+        return await self._run(read)
+
+    async def vector_search(
+        self,
+        vector: Sequence[float],
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Catch the partition's matrix up with the table, rank in memory, read the hits' rows."""
+        dimensions, model = self._vectors.require()
+        asked = check_kinds(kinds)
+        limit = _limit(limit)
+        query = unit_vectors([vector], dimensions)[0]
+        if not asked:
+            return []
+        matrix = await self._run(lambda conn: self._matrix(conn, partition, model, dimensions))
+        ranked = await asyncio.to_thread(
+            matrix.nearest,
+            query,
+            kinds=asked,
+            thread_id=thread_id,
+            since_us=None if since is None else microseconds(since),
+            until_us=None if until is None else microseconds(until),
+            limit=limit,
+        )
+        if not ranked:
+            return []
+
+        def read(conn: sqlite3.Connection) -> list[SearchHit]:
+            params = {"ids": _ids([node_id for node_id, _ in ranked]), "chars": SNIPPET_CHARS + 1}
+            rows = {row[0]: (kind, row) for kind in asked for row in conn.execute(q.VECTOR_HITS[kind], params)}
+            hits: list[SearchHit] = []
+            for node_id, score in ranked:
+                if node_id in rows:
+                    kind, row = rows[node_id]
+                    hits.append(
+                        SearchHit(
+                            id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
+                            role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
+                            snippet=head_snippet(row[7]), score=min(1.0, max(-1.0, score)),
+                        )
+                    )  # fmt: skip
+            return hits
+
+        return await self._run(read)
+
+    def _matrix(self, conn: sqlite3.Connection, partition: str | None, model: str, dimensions: int) -> VectorMatrix:
+        """The partition's matrix, caught up with every write any process made since it was read.
+
+        Unchanged version: nothing to read. Rows only appended since (the count grew by
+        exactly the rows past the last pk seen): read those. Anything else (a vector
+        replaced, a fact cleared): read the partition again.
+        """
+        with _transaction(conn, "DEFERRED"):
+            index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
+            version = -1 if index is None else index["version"]
+            matrix = self._vectors.matrices.get(partition)
+            if matrix is not None and matrix.version == version:
+                return matrix
+            scope = {"partition": partition, "model": model}
+            scoped = partition is not None
+            count, max_pk = conn.execute(q.EMBEDDING_EXTENT[scoped], scope).fetchone()
+            if matrix is None or max_pk < matrix.max_pk:
+                matrix = VectorMatrix(dimensions)
+            after = matrix.max_pk
+            rows = [MatrixRow(*row) for row in conn.execute(q.EMBEDDING_ROWS[scoped], {**scope, "after": after})]
+            if matrix.size + len(rows) != count:
+                matrix = VectorMatrix(dimensions)
+                if after:
+                    rows = [MatrixRow(*row) for row in conn.execute(q.EMBEDDING_ROWS[scoped], {**scope, "after": 0})]
+            matrix.extend(rows)
+            matrix.version = version
+            self._vectors.matrices[partition] = matrix
+            return matrix
+
+    # -- hybrid search: candidate positions and metadata -------------------------------
+
+    async def message_refs(self, partition: str | None, message_ids: Sequence[str]) -> list[MessageRef]:
+        """One ``IN`` read over the messages table, content left out (see `MemoryStore`)."""
+        wanted = unique_ids("message", message_ids)
+        if not wanted:
+            return []
+
+        def read(conn: sqlite3.Connection) -> list[MessageRef]:
+            rows = conn.execute(q.MESSAGE_REFS, {"ids": _ids(wanted), "partition": partition})
+            found = {
+                row["id"]: MessageRef(
+                    id=row["id"], thread_id=row["thread_id"], partition=row["partition"], seq=row["seq"],
+                    role=row["role"], metadata=json.loads(row["metadata"]),
+                )
+                for row in rows
+            }  # fmt: skip
+            return [found[message_id] for message_id in wanted if message_id in found]
+
+        return await self._run(read)
+
+
+def _without_common_terms(conn: sqlite3.Connection, query: str, match: str) -> str:
+    """The messages' FTS query less the terms found in over half the messages.
+
+    FTS5's bm25 gives such a term an IDF of zero (it clamps it at 1e-6), so it changes
+    no ranking, yet matching it means scoring most of the index: at a million messages
+    a question with "the" in it costs a second instead of milliseconds. Kept as is when
+    the store is small (below ``COMMON_TERM_MIN_ROWS``) or when every term is common.
+    """
+    (rows,) = conn.execute(q.MESSAGE_ROWS).fetchone()
+    if rows < q.COMMON_TERM_MIN_ROWS:
+        return match
+    words = q.query_words(query)
+    kept = []
+    for word in words:
+        found = conn.execute(q.TERM_DOCS, {"term": word.lower()}).fetchone()
+        if found is None or 2 * found[0] <= rows:
+            kept.append(word)
+    if not kept or len(kept) == len(words):
+        return match
+    return q.fts_query(" ".join(kept)) or match

@@ -55,13 +55,15 @@ SELECT {MESSAGE_COLUMNS} FROM messages AS m
 WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 ORDER BY seq LIMIT :limit
 """
+# Children by id: the unary ``+`` keeps the planner off the (thread_id, ...) indexes,
+# which would read the whole thread on every summary write (quadratic on long threads).
 CHILD_MESSAGES = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages
-WHERE id IN {IN_IDS} AND thread_id = :thread_id AND partition = :partition
+WHERE id IN {IN_IDS} AND +thread_id = :thread_id AND +partition = :partition
 """
 CHILD_SUMMARIES = f"""
 SELECT {SUMMARY_COLUMNS} FROM summaries
-WHERE id IN {IN_IDS} AND thread_id = :thread_id AND partition = :partition
+WHERE id IN {IN_IDS} AND +thread_id = :thread_id AND +partition = :partition
 """
 ALREADY_COVERED = f"SELECT child_id, parent_id FROM summarizes WHERE child_id IN {IN_IDS}"
 INSERT_SUMMARY = f"""
@@ -162,7 +164,7 @@ WHERE summaries_fts MATCH :query {SEARCH_FILTERS}
 ORDER BY bm25(summaries_fts) LIMIT :limit
 """
 SEARCH_FACTS = """
-SELECT n.id, NULL AS source_id, NULL AS thread_id, n.partition, NULL AS role, NULL AS level,
+SELECT n.id, NULL AS source_id, n.thread_id, n.partition, NULL AS role, NULL AS level,
        n.created_at, snippet(facts_fts, 0, '', '', '…', 40) AS snippet, -bm25(facts_fts) AS score
 FROM facts_fts JOIN facts AS n ON n.pk = facts_fts.rowid
 WHERE facts_fts MATCH :query
@@ -193,3 +195,182 @@ def fts_query(text: str) -> str | None:
     if not words:
         return None
     return " OR ".join(f'"{word}"' for word in words)
+
+
+# -- maintenance: leases and cycle records ----------------------------------------------
+
+#: Take a lease that is free, expired or already ours, in one statement: the upsert's
+#: WHERE leaves another holder's live lease untouched, and ``changes()`` says who won.
+ACQUIRE_LEASE = """
+INSERT INTO leases (name, holder, expires_at) VALUES (:name, :holder, :expires_at)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.holder = excluded.holder OR leases.expires_at <= :now
+"""
+RELEASE_LEASE = "DELETE FROM leases WHERE name = :name AND holder = :holder"
+INSERT_CYCLE = """
+INSERT INTO maintenance_cycles
+    (id, job, holder, started_at, finished_at, threads, summaries, facts, steps, errors)
+VALUES (:id, :job, :holder, :started_at, :finished_at, :threads, :summaries, :facts, :steps, :errors)
+ON CONFLICT (id) DO NOTHING
+"""
+RECENT_CYCLES = """
+SELECT id, job, holder, started_at, finished_at, threads, summaries, facts, steps, errors
+FROM maintenance_cycles ORDER BY started_at DESC, pk DESC LIMIT :limit
+"""
+
+
+# -- the fact layer: facts, their sources and supersession, per-thread layer state -------
+
+FACT_COLUMNS = "f.id, f.partition, f.project, f.text, f.kind, f.subject, f.thread_id, f.created_at, f.valid_until"
+#: Facts' columns, plus the newer fact that superseded each one.
+_FACT_SELECT = f"""
+SELECT {FACT_COLUMNS},
+       (SELECT s.fact_id FROM fact_supersedes AS s WHERE s.superseded_id = f.id) AS superseded_by
+FROM facts AS f
+"""
+FACT_SOURCE_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN {IN_IDS}"
+INSERT_FACT = """
+INSERT INTO facts (id, partition, project, text, kind, subject, thread_id, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
+"""
+INSERT_FACT_SOURCE = "INSERT INTO fact_sources (fact_id, message_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+FACTS_BY_IDS = _FACT_SELECT + f"""
+WHERE f.id IN {IN_IDS} AND (:partition IS NULL OR f.partition = :partition)
+"""
+#: Each fact's sources in thread order (EXTRACTED_FROM edges).
+FACT_SOURCES = f"""
+SELECT fs.fact_id, fs.message_id FROM fact_sources AS fs JOIN messages AS m ON m.id = fs.message_id
+WHERE fs.fact_id IN {IN_IDS} ORDER BY fs.fact_id, m.seq
+"""
+LIST_FACTS = _FACT_SELECT + """
+WHERE (:partition IS NULL OR f.partition = :partition)
+  AND (:project IS NULL OR f.project = :project)
+  AND (:subject IS NULL OR f.subject = :subject)
+  AND (:thread_id IS NULL OR f.thread_id = :thread_id)
+  AND (:current_only = 0 OR f.valid_until IS NULL)
+ORDER BY f.created_at DESC, f.id LIMIT :limit
+"""
+SUPERSEDE_FACT = "UPDATE facts SET valid_until = :at WHERE id = :old_id"
+INSERT_SUPERSEDES = "INSERT INTO fact_supersedes (fact_id, superseded_id) VALUES (:new_id, :old_id)"
+FACT_STATS = """
+SELECT subject, kind, valid_until IS NULL AS current, count(*) FROM facts
+WHERE (:partition IS NULL OR partition = :partition) AND (:thread_id IS NULL OR thread_id = :thread_id)
+GROUP BY subject, kind, current
+"""
+#: The facts ``clear_facts`` deletes: a partition's, or one thread's of it.
+_CLEARED = "SELECT id FROM facts WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)"
+#: Facts that outlive the clear but were superseded by a cleared one become current again.
+RESTORE_SUPERSEDED = f"""
+UPDATE facts SET valid_until = NULL
+WHERE id IN (SELECT superseded_id FROM fact_supersedes WHERE fact_id IN ({_CLEARED}))
+  AND id NOT IN ({_CLEARED})
+"""
+DELETE_SUPERSEDES = f"""
+DELETE FROM fact_supersedes WHERE fact_id IN ({_CLEARED}) OR superseded_id IN ({_CLEARED})
+"""
+DELETE_FACTS = "DELETE FROM facts WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)"
+RESET_FACT_CURSORS = """
+UPDATE fact_layer SET extracted_seq = -1
+WHERE thread_id IN (SELECT id FROM threads WHERE partition = :partition AND (:thread_id IS NULL OR id = :thread_id))
+"""
+FACT_LAYER = """
+SELECT t.id AS thread_id, t.partition, coalesce(l.enabled, 0) AS enabled,
+       coalesce(l.extracted_seq, -1) AS extracted_seq, t.message_count
+FROM threads AS t LEFT JOIN fact_layer AS l ON l.thread_id = t.id
+WHERE t.id = :thread_id AND (:partition IS NULL OR t.partition = :partition)
+"""
+SET_FACT_LAYER = """
+INSERT INTO fact_layer (thread_id, enabled) VALUES (:thread_id, :enabled)
+ON CONFLICT (thread_id) DO UPDATE SET enabled = excluded.enabled
+"""
+ADVANCE_FACT_CURSOR = """
+INSERT INTO fact_layer (thread_id, extracted_seq) VALUES (:thread_id, :seq)
+ON CONFLICT (thread_id) DO UPDATE SET extracted_seq = max(extracted_seq, excluded.extracted_seq)
+"""
+FACT_LAYER_THREADS = """
+SELECT t.id AS thread_id, t.partition, l.enabled, l.extracted_seq
+FROM fact_layer AS l JOIN threads AS t ON t.id = l.thread_id
+WHERE l.enabled = 1 AND (:partition IS NULL OR t.partition = :partition)
+ORDER BY t.updated_at DESC, t.id LIMIT :limit
+"""
+
+# -- semantic search: embeddings and the in-memory vector matrix ----------------------
+
+VECTOR_INDEX_NAME = "memory"
+VECTOR_INDEX = "SELECT dimensions, version FROM vector_index WHERE name = :name"
+CREATE_VECTOR_INDEX = "INSERT INTO vector_index (name, dimensions) VALUES (:name, :dimensions)"
+RESIZE_VECTOR_INDEX = "UPDATE vector_index SET dimensions = :dimensions, version = version + 1 WHERE name = :name"
+ANY_EMBEDDING = "SELECT 1 FROM embeddings LIMIT 1"
+BUMP_VECTOR_VERSION = "UPDATE vector_index SET version = version + 1 WHERE name = :name"
+#: The nodes a batch of vectors describes, whatever their kind.
+EMBEDDED_NODES = f"""
+SELECT id, 'message' AS kind, partition, thread_id, created_at FROM messages WHERE id IN {IN_IDS}
+UNION ALL
+SELECT id, 'summary', partition, thread_id, created_at FROM summaries WHERE id IN {IN_IDS}
+UNION ALL
+SELECT id, 'fact', partition, thread_id, created_at FROM facts WHERE id IN {IN_IDS}
+"""
+SET_EMBEDDING = """
+INSERT OR REPLACE INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+# Nodes without a vector of the model, in id order from a cursor (the id index gives the
+# order), or among given ids. {table}/{text} are fixed per kind below, never input.
+_MISSING = """
+SELECT id, substr({text}, 1, :chars) FROM {table} AS n
+WHERE id > :after AND (:partition IS NULL OR partition = :partition)
+  AND NOT EXISTS (SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.model = :model)
+ORDER BY id LIMIT :limit
+"""
+_MISSING_AMONG = f"""
+SELECT id, substr({{text}}, 1, :chars) FROM {{table}} AS n
+WHERE id IN {IN_IDS} AND id > :after AND (:partition IS NULL OR partition = :partition)
+  AND NOT EXISTS (SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.model = :model)
+ORDER BY id LIMIT :limit
+"""
+_TEXTS = {"message": ("messages", "content"), "summary": ("summaries", "text"), "fact": ("facts", "text")}
+MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
+MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
+#: How many vectors of a (partition, model) there are and the last pk: what changed.
+#: Keyed by whether a partition is given, so each reads its own index, never the table.
+EMBEDDING_EXTENT = {
+    True: "SELECT count(*), coalesce(max(pk), 0) FROM embeddings WHERE partition = :partition AND model = :model",
+    False: "SELECT count(*), coalesce(max(pk), 0) FROM embeddings WHERE model = :model",
+}
+_ROWS = "SELECT pk, node_id, kind, thread_id, created_us, vector FROM embeddings"
+EMBEDDING_ROWS = {
+    True: _ROWS + " WHERE partition = :partition AND model = :model AND pk > :after ORDER BY pk",
+    False: _ROWS + " WHERE model = :model AND pk > :after ORDER BY pk",
+}
+# What a semantic hit shows, per kind, for the ids the matrix ranked first.
+VECTOR_HITS = {
+    "message": f"""
+SELECT id, source_id, thread_id, partition, role, NULL AS level, created_at, substr(content, 1, :chars)
+FROM messages WHERE id IN {IN_IDS}
+""",
+    "summary": f"""
+SELECT id, NULL, thread_id, partition, NULL, level, created_at, substr(text, 1, :chars)
+FROM summaries WHERE id IN {IN_IDS}
+""",
+    "fact": f"""
+SELECT id, NULL, thread_id, partition, NULL, NULL, created_at, substr(text, 1, :chars)
+FROM facts WHERE id IN {IN_IDS}
+""",
+}
+
+# -- hybrid search: candidate positions and metadata, never content ----------------------
+MESSAGE_REFS = f"""
+SELECT id, thread_id, partition, seq, role, metadata FROM messages
+WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
+"""
+#: Messages written so far: they are never deleted, so the largest pk is their count.
+MESSAGE_ROWS = "SELECT coalesce(max(pk), 0) FROM messages"
+#: How many messages hold a term (lower-cased, as the index keeps it).
+TERM_DOCS = "SELECT doc FROM messages_vocab WHERE term = :term"
+#: Below this many messages every term is searched (small stores stay exact to the bit).
+COMMON_TERM_MIN_ROWS = 1000
+
+
+def query_words(text: str) -> list[str]:
+    """The words ``fts_query`` searches, in order, each once."""
+    return list(dict.fromkeys(_WORD.findall(text)))[:_MAX_QUERY_WORDS]

@@ -20,9 +20,16 @@ from typing import Protocol, runtime_checkable
 from graph_schema.errors import InvalidInput
 from graph_schema.models import (
     AppendResult,
+    EmbeddingTodo,
     ExpandPage,
+    Fact,
+    FactLayerState,
+    FactStats,
     FrontierItem,
+    MaintenanceCycle,
     Message,
+    MessageRef,
+    NewFact,
     NewMessage,
     NewSummary,
     SearchHit,
@@ -235,6 +242,239 @@ class MemoryStore(Protocol):
         """A whole thread, messages and summaries with their children, for ``doctor``.
 
         :raises NotFound: if the thread does not exist in the partition.
+        """
+        ...
+
+    # -- maintenance: leases and cycle records ----------------------------------------
+
+    async def acquire_lease(
+        self, name: str, holder: str, ttl_seconds: float, *, now: datetime | None = None
+    ) -> bool:
+        """Take or renew the lease ``name`` for ``holder`` until ``now + ttl_seconds``.
+
+        One transaction: the lease is taken when nobody holds it, when its expiry is at
+        or before ``now`` (its holder died or gave up), or when ``holder`` already holds
+        it (a renewal, which pushes the expiry out). Of any number of processes asking
+        at once, exactly one gets True. ``now`` defaults to the current UTC time; tests
+        pass their own clock.
+
+        :returns: True when ``holder`` holds the lease afterwards, False when another
+            holder's unexpired lease stands (nothing is changed then).
+        :raises InvalidInput: if the name or holder is empty or too long, or the TTL is
+            not positive or longer than a day.
+        """
+        ...
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Give the lease back if ``holder`` holds it; anyone else's release changes nothing."""
+        ...
+
+    async def record_cycle(self, cycle: MaintenanceCycle) -> None:
+        """Keep one maintenance cycle's record; recording an id again changes nothing."""
+        ...
+
+    async def recent_cycles(self, limit: int) -> list[MaintenanceCycle]:
+        """The last ``limit`` cycles recorded by any process, latest start first.
+
+        :raises InvalidInput: if limit is below 1.
+        """
+        ...
+
+    # -- the fact layer: facts with provenance, supersession, per-thread state ----------
+
+    async def add_facts(self, facts: Sequence[NewFact]) -> list[Fact]:
+        """Write facts and their EXTRACTED_FROM edges in one transaction.
+
+        Idempotent on the fact id (``identity.fact_id(partition, text, first source)``):
+        a fact already stored is left exactly as it is (its ``valid_until`` too) and
+        returned as stored. Thread, project and time come from the source messages
+        (the time is the latest source's); see ``prepare.derive_facts``.
+
+        :returns: The stored facts, one per distinct id, in the order first proposed.
+        :raises NotFound: if a source message does not exist in the fact's partition;
+            nothing is written.
+        :raises InvalidInput: if the batch is over ``MAX_BATCH``, a text is blank or not
+            valid UTF-8, or a fact's sources repeat or span several threads.
+        """
+        ...
+
+    async def get_facts(self, partition: str | None, fact_ids: Sequence[str]) -> list[Fact]:
+        """The facts with these ids, in the order asked; unknown ones are left out.
+
+        An id of another partition than the one asked counts as unknown.
+        """
+        ...
+
+    async def supersede_fact(self, partition: str, old_id: str, new_id: str, *, at: datetime) -> Fact:
+        """Mark ``old_id`` replaced by ``new_id`` from ``at`` on: ``valid_until`` and SUPERSEDES.
+
+        A fact is superseded at most once; doing the same supersession again changes
+        nothing.
+
+        :returns: The old fact as stored afterwards.
+        :raises NotFound: if either fact does not exist in the partition.
+        :raises InvalidInput: if the ids are equal or ``at`` is before the old fact's
+            ``created_at``.
+        :raises Conflict: if another fact already superseded ``old_id``.
+        """
+        ...
+
+    async def list_facts(
+        self,
+        partition: str | None,
+        *,
+        project: str | None = None,
+        subject: str | None = None,
+        thread_id: str | None = None,
+        current_only: bool = True,
+        limit: int = 100,
+    ) -> list[Fact]:
+        """Facts matching every filter given, newest ``created_at`` first.
+
+        ``current_only`` leaves out superseded facts (those with a ``valid_until``).
+
+        :raises InvalidInput: if limit is below 1.
+        """
+        ...
+
+    async def fact_stats(self, partition: str | None, *, thread_id: str | None = None) -> FactStats:
+        """Facts counted by topic (subject) and kind, current and superseded apart."""
+        ...
+
+    async def clear_facts(self, partition: str, thread_id: str | None = None) -> int:
+        """Delete the partition's facts (or one thread's) with their edges, in one transaction.
+
+        Facts that survive but were superseded by a deleted one become current again,
+        and the extraction cursor of the cleared threads goes back to the start (a
+        thread whose layer stays on is extracted afresh). The on/off state is kept.
+
+        :returns: How many facts were deleted.
+        :raises NotFound: if ``thread_id`` names no thread of the partition.
+        """
+        ...
+
+    async def fact_layer(self, partition: str | None, thread_id: str) -> FactLayerState:
+        """Whether the thread's fact layer is on (off by default) and its extraction cursor.
+
+        :raises NotFound: if the thread does not exist in the partition.
+        """
+        ...
+
+    async def set_fact_layer(self, partition: str, thread_id: str, enabled: bool) -> FactLayerState:
+        """Turn the thread's fact layer on or off; its facts and cursor are kept.
+
+        :raises NotFound: if the thread does not exist in the partition.
+        """
+        ...
+
+    async def advance_fact_cursor(self, partition: str, thread_id: str, seq: int) -> FactLayerState:
+        """Record that extraction has read the thread up to ``seq``; never moves back.
+
+        :raises NotFound: if the thread does not exist in the partition.
+        :raises InvalidInput: if ``seq`` is below -1 or past the thread's last message.
+        """
+        ...
+
+    async def fact_layer_threads(self, partition: str | None, *, limit: int = 10_000) -> list[FactLayerState]:
+        """Threads whose fact layer is on, most recently updated first (evolution's work list).
+
+        :raises InvalidInput: if limit is below 1.
+        """
+        ...
+
+    # -- semantic search: embeddings and the vector index -----------------------------
+    #
+    # A vector is derived data about a node, kept apart from it (an ``embeddings`` row,
+    # an ``(:Embedding)-[:EMBEDS]->(node)`` node): the message itself never changes
+    # (invariant 1), and reading messages never carries vectors along.
+
+    async def ensure_vector_index(self, dimensions: int, model: str) -> None:
+        """Make the store ready to hold and search vectors of ``dimensions`` made by ``model``.
+
+        Creates the vector index on first use (idempotent, and cheap when called again
+        with the same arguments) and makes ``model`` the one this store object writes,
+        lists as missing and searches: a node whose vector came from another model
+        counts as missing, and vectors of two models are never compared. Every other
+        verb of this section needs it called first.
+
+        :raises InvalidInput: if ``dimensions`` is below 1 or ``model`` is empty.
+        An index of another size that holds no vector yet is rebuilt to this size.
+
+        :raises Conflict: if the store already holds vectors of another size (a model
+            of another size needs a fresh store); nothing is changed.
+        """
+        ...
+
+    async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
+        """Store each node's vector by node id (message, summary or fact), in one transaction.
+
+        A node's older vector is replaced. Vectors are normalised on write, so search
+        scores are cosine similarities. Ids that name no stored node are skipped (a
+        fact may be cleared between reading its text and writing its vector).
+
+        Returns:
+            How many vectors were written.
+
+        :raises InvalidInput: if `ensure_vector_index` was not called, ``model`` is not
+            the model it was called with, or a vector is not of the index's size, holds
+            a non-finite number or is all zeros; nothing is written.
+        """
+        ...
+
+    async def missing_embeddings(
+        self,
+        partition: str | None,
+        kinds: Sequence[SearchKind] = ("message", "summary", "fact"),
+        limit: int = 256,
+        *,
+        ids: Sequence[str] | None = None,
+        after: str | None = None,
+    ) -> list[EmbeddingTodo]:
+        """Nodes without a vector of the current model, ordered by id, with the text to embed.
+
+        ``ids`` keeps only those nodes (embedding what was just appended); ``after``
+        keeps only ids greater than it, a cursor that lets a backfill walk a large
+        store once instead of rescanning what it already did. Texts are cut at
+        ``MAX_EMBED_CHARS``.
+
+        :raises InvalidInput: if `ensure_vector_index` was not called, ``limit`` is
+            below 1 or a kind is unknown.
+        """
+        ...
+
+    async def vector_search(
+        self,
+        vector: Sequence[float],
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Nodes whose vector is nearest to ``vector``, best first; score = cosine similarity.
+
+        The same filters as `search_text`; only vectors of the current model are
+        searched, and nodes without one are never found. A backend may find
+        candidates with an approximate index, but every score is exact.
+
+        :raises InvalidInput: if `ensure_vector_index` was not called, ``vector`` is
+            not of the index's size, holds a non-finite number or is all zeros,
+            ``limit`` is below 1 or a kind is unknown.
+        """
+        ...
+
+    # -- hybrid search: candidate positions and metadata -------------------------------
+
+    async def message_refs(self, partition: str | None, message_ids: Sequence[str]) -> list[MessageRef]:
+        """Thread, seq, role and metadata of each message id, in one read, without content.
+
+        What hybrid ranking needs about its candidates (which are neighbours, whose
+        metadata the query names). Ids that name no message of the partition are
+        skipped; the rest come back in the order asked, each once.
+
+        :raises InvalidInput: if more than ``MAX_BATCH`` ids are asked at once.
         """
         ...
 

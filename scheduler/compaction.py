@@ -15,7 +15,7 @@ the store refuses the second with `Conflict` and this engine then reports ``"bus
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -26,9 +26,13 @@ from graph_schema.models import Message, NewSummary, Summary
 from graph_schema.store import MemoryStore
 from scheduler.planner import plan_escalation, plan_leaf_chunks
 from scheduler.summarizer import Summarizer
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 
 logger = logging.getLogger(__name__)
+
+#: Awaited between summaries so background compaction can yield to foreground work
+#: (or stop at a clean point on shutdown, by raising).
+Pause = Callable[[], Awaitable[None]]
 
 
 class CompactionResult(BaseModel):
@@ -66,6 +70,7 @@ async def compact_thread(
     summarizer: Summarizer,
     *,
     force: bool = False,
+    pause: Pause | None = None,
 ) -> CompactionResult:
     """Compact one thread now: leaf summaries first, then escalation level by level.
 
@@ -81,6 +86,8 @@ async def compact_thread(
         summarizer: Writes each summary's text.
         force: Summarize every uncovered message outside the fresh tail, even below
             the threshold.
+        pause: Awaited before each summary is drafted; the maintenance loop uses it to
+            yield to tool calls, and to stop between summaries (by raising) on shutdown.
 
     Returns:
         ``compacted`` with the summaries written, ``nothing_to_do`` when nothing
@@ -93,8 +100,8 @@ async def compact_thread(
     await store.get_thread(partition, thread_id)
     progress = _Progress()
     try:
-        await _summarize_leaves(store, partition, thread_id, config, summarizer, force, progress)
-        await _escalate(store, partition, thread_id, config, summarizer, progress)
+        await _summarize_leaves(store, partition, thread_id, config, summarizer, force, progress, pause)
+        await _escalate(store, partition, thread_id, config, summarizer, progress, pause)
     except Conflict as exc:
         logger.info(
             "compaction of thread %s is busy (another process got there first): %s; %d summaries written",
@@ -123,6 +130,7 @@ async def _summarize_leaves(
     summarizer: Summarizer,
     force: bool,
     progress: _Progress,
+    pause: Pause | None,
 ) -> None:
     """Write one level-1 summary per planned chunk, oldest first."""
     uncovered = await store.uncovered_messages(partition, thread_id)
@@ -130,6 +138,8 @@ async def _summarize_leaves(
     if chunks:
         logger.info("thread %s: %d uncovered messages, %d leaf chunks", thread_id, len(uncovered), len(chunks))
     for index, chunk in enumerate(chunks, start=1):
+        if pause is not None:
+            await pause()
         source_tokens = sum(message.tokens for message in chunk)
         draft = await summarizer.summarize_messages(chunk)
         tokens = estimate_tokens(draft.text)
@@ -190,6 +200,7 @@ async def _escalate(
     config: CompactionSettings,
     summarizer: Summarizer,
     progress: _Progress,
+    pause: Pause | None,
 ) -> None:
     """Merge full runs of uncovered summaries, level by level, until none is left.
 
@@ -201,6 +212,8 @@ async def _escalate(
     while level <= top_level:
         pending = await store.uncovered_summaries(partition, thread_id, level)
         while (run := plan_escalation(pending, config)) is not None:
+            if pause is not None:
+                await pause()
             summary = await _persist_escalation(store, partition, thread_id, run, level + 1, summarizer)
             if summary is None:
                 break

@@ -23,7 +23,7 @@ from graph_schema.errors import InvalidInput, PalimpsestError
 from graph_schema.models import Message, Summary
 from scheduler.extractive import SECTIONS, target_tokens
 from scheduler.summarizer import SummaryDraft
-from server.settings import LlmSettings
+from scheduler.config import LlmSettings
 
 #: Sent as the key when none is configured: local servers (Ollama, vLLM) ignore it.
 PLACEHOLDER_API_KEY = "palimpsest-no-key"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from graph_schema.errors import InvalidInput
 from graph_schema.models import Message, Role, Summary
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 
 
 def plan_leaf_chunks(

@@ -18,7 +18,7 @@ from graph_schema.models import Message, Summary
 from scheduler.extractive import ExtractiveSummarizer
 from scheduler.llm import LlmSummarizer
 from scheduler.summarizer import Summarizer, SummaryDraft
-from server.settings import LlmSettings
+from scheduler.config import LlmSettings
 
 logger = logging.getLogger(__name__)
 

@@ -9,18 +9,25 @@ on stdout with ``--json``. Any ``PalimpsestError`` ends the command with one lin
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from pydantic import ValidationError
+from rich.progress import BarColumn, TaskID, TextColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
 
 from graph_schema.errors import PalimpsestError
-from graph_schema.models import ExpandPage, StoreStats, Summary
+from graph_schema.models import ExpandPage, MaintenanceCycle, StoreStats, Summary
 from graph_schema.store import MemoryStore
+from scheduler.embedders import make_embedder
+from scheduler.embedding import backfill_embeddings
 from server import output
 from server.grep import GrepResult, grep_memories
 from server.ingest import IngestReport, ingest_files
@@ -69,6 +76,8 @@ class GrepMode(StrEnum):
 
     text = "text"
     regex = "regex"
+    semantic = "semantic"
+    hybrid = "hybrid"
 
 
 class Transport(StrEnum):
@@ -159,8 +168,13 @@ def ingest(
     show_bar = big and not json and sys.stderr.isatty()
 
     async def work(opened: MemoryStore) -> IngestReport:
+        embedder = make_embedder(settings.embedder, settings.llm)
         with output.ingest_progress(show_bar) as progress:
-            return await ingest_files(opened, paths, partition=target, format=format.value, progress=progress)
+            report = await ingest_files(opened, paths, partition=target, format=format.value, progress=progress)
+        if embedder is not None:
+            embedded = await backfill_embeddings(opened, embedder, partition=target)
+            typer.echo(f"embedded {embedded} nodes for semantic search ({embedder.name})", err=True)
+        return report
 
     report = _run(lambda: _on_store(settings, work))
     if json:
@@ -342,7 +356,13 @@ def doctor(
 def grep(
     query: Annotated[str, typer.Argument(help="Words to look for.")],
     mode: Annotated[
-        GrepMode, typer.Option("--mode", help="text: words, ranked; regex: a pattern, in thread order.")
+        GrepMode,
+        typer.Option(
+            "--mode",
+            help="text: words, ranked; regex: a pattern, in thread order; "
+            "semantic: nearest in meaning (needs PALIMPSEST_EMBEDDER); "
+            "hybrid: words and meaning fused, the best ranking (needs PALIMPSEST_EMBEDDER).",
+        ),
     ] = GrepMode.text,
     thread: Annotated[str | None, typer.Option("--thread", metavar="ID", help="Search one thread only.")] = None,
     partition: PartitionOption = None,
@@ -359,7 +379,10 @@ def grep(
     scope = _scope(settings, all_partitions, partition)
 
     async def work(opened: MemoryStore) -> GrepResult:
-        return await grep_memories(opened, query, partition=scope, mode=mode.value, thread_id=thread, limit=limit)
+        embedder = make_embedder(settings.embedder, settings.llm) if mode in (GrepMode.semantic, GrepMode.hybrid) else None
+        return await grep_memories(
+            opened, query, partition=scope, mode=mode.value, thread_id=thread, limit=limit, embedder=embedder
+        )
 
     result = _run(lambda: _on_store(settings, work))
     if json:
@@ -395,3 +418,199 @@ def serve(
         run_server(settings, transport=transport.value, host=host, port=port)
     except PalimpsestError as exc:
         raise _fail(str(exc)) from None
+
+
+# -- maintenance: the background loop by hand ------------------------------------------
+
+
+def job_bars(bars: RichProgress) -> Callable[[str, int, int], None]:
+    """The ticks' progress callback: one bar per job (threads for compaction, steps for evolution)."""
+    tasks: dict[str, TaskID] = {}
+
+    def advance(job: str, done: int, total: int) -> None:
+        if job not in tasks:
+            tasks[job] = bars.add_task(job, total=total)
+        bars.update(tasks[job], completed=done, total=total)
+
+    return advance
+
+
+def _cycles_table(cycles: dict[str, MaintenanceCycle | None]) -> Table:
+    """One row per job: what its tick did, or that another process holds its lease."""
+    table = Table(title="maintenance")
+    for name in ("job", "ran", "threads", "summaries", "facts", "errors"):
+        table.add_column(name, justify="left" if name in ("job", "ran") else "right")
+    for job, cycle in cycles.items():
+        if cycle is None:
+            table.add_row(job, "skipped: another process holds its lease", "", "", "", "")
+            continue
+        seconds = (cycle.finished_at - cycle.started_at).total_seconds()
+        table.add_row(
+            job,
+            f"{seconds:.1f}s",
+            str(cycle.threads),
+            str(cycle.summaries),
+            str(cycle.facts),
+            str(len(cycle.errors)),
+        )
+    return table
+
+
+async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> None:
+    """Run the maintenance jobs now and on their intervals until SIGINT or SIGTERM."""
+    from scheduler.maintenance import Maintenance, evolution_steps
+    from scheduler.summarizers import make_summarizer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await Maintenance(
+            opened,
+            settings.maintenance,
+            make_summarizer(settings.llm),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+        ).run_until(stop)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+@app.command()
+def maintain(
+    once: Annotated[bool, typer.Option("--once", help="Run every tick now, then exit.")] = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Run background maintenance by hand: compaction with escalation, then evolution.
+
+    With --once, each job runs one tick now, with a progress bar, and the command exits (1 if a tick had errors).
+
+    Without it, the jobs run now, then every PALIMPSEST_COMPACTION_INTERVAL and KG_EVOLUTION_INTERVAL seconds until Ctrl+C.
+
+    Leases in the store keep it from running a job another process is running.
+
+    Example: palimpsest maintain --once --store sqlite:///memory.db
+    """
+    from scheduler.maintenance import Maintenance, evolution_steps
+    from scheduler.summarizers import make_summarizer
+
+    settings = _settings(store)
+    if not once:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+        _run(lambda: _on_store(settings, lambda opened: _maintain_until_signalled(opened, settings)))
+        return
+    show_bar = not json and sys.stderr.isatty()
+
+    async def work(opened: MemoryStore) -> dict[str, MaintenanceCycle | None]:
+        maintenance = Maintenance(
+            opened,
+            settings.maintenance,
+            make_summarizer(settings.llm),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+        )
+        if not show_bar:
+            return await maintenance.run_once()
+        bar = RichProgress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:>4,.0f} / {task.total:,.0f}"),
+            console=output.stderr_console(),
+            transient=True,
+        )
+        with bar:
+            return await maintenance.run_once(job_bars(bar))
+
+    cycles = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json({job: cycle.model_dump(mode="json") if cycle else None for job, cycle in cycles.items()})
+    else:
+        output.stdout_console().print(_cycles_table(cycles))
+    errors = [f"{job}: {error}" for job, cycle in cycles.items() if cycle is not None for error in cycle.errors]
+    for error in errors:
+        typer.echo(f"error: {error}", err=True)
+    if errors:
+        raise typer.Exit(1)
+
+
+# -- the fact layer and recall ------------------------------------------------------------
+
+
+class KgActionChoice(StrEnum):
+    """What ``kg`` does."""
+
+    status = "status"
+    on = "on"
+    off = "off"
+    stats = "stats"
+    clear = "clear"
+
+
+@app.command()
+def kg(
+    action: Annotated[
+        KgActionChoice,
+        typer.Argument(help="status, on / off (per thread; on extracts the history now), stats (by topic), clear."),
+    ],
+    thread: Annotated[
+        str | None, typer.Option("--thread", metavar="ID", help="The thread; on and off need one.")
+    ] = None,
+    partition: PartitionOption = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Manage the fact layer: technical facts extracted from assistant messages (off by default).
+
+    Example: palimpsest kg on --thread 3f2c9a1e-session
+    """
+    from scheduler.facts import KgAction, KgResult, kg_command
+
+    settings = _settings(store, partition)
+    target = _home(settings)
+    chosen = cast(KgAction, action.value)
+
+    async def work(opened: MemoryStore) -> KgResult:
+        return await kg_command(opened, target, chosen, thread)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
+    else:
+        output.stdout_console().print(output.kg_view(result))
+
+
+@app.command()
+def recall(
+    query: Annotated[str, typer.Argument(help="What to recall, in words.")],
+    project: Annotated[
+        str | None, typer.Option("--project", metavar="NAME", help="Only this project's facts and threads.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100, help="Most items, all kinds together.")] = 10,
+    include_superseded: Annotated[
+        bool, typer.Option("--include-superseded", help="Also show superseded facts, after the current ones.")
+    ] = False,
+    partition: PartitionOption = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Recall facts, summaries and messages about a query across every thread, ranked together.
+
+    Example: palimpsest recall "how do we authenticate API calls" --project api
+    """
+    from server.recall import RecallResult
+    from server.recall import recall as recall_memories
+
+    settings = _settings(store, partition)
+    target = _home(settings)
+
+    async def work(opened: MemoryStore) -> RecallResult:
+        return await recall_memories(
+            opened, query, partition=target, project=project, limit=limit, include_superseded=include_superseded
+        )
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
+    else:
+        output.stdout_console().print(output.recall_table(result))

@@ -1,11 +1,13 @@
-"""Searching a partition's memory by words or by regular expression, for ``grep_memories``.
+"""Searching a partition's memory by words, by pattern or by meaning, for ``grep_memories``.
 
-Text mode is the store's full-text index. Regex mode is here because no index answers a
-regular expression: it matches messages and summaries in process with the ``regex``
-package, whose ``timeout=`` bounds every match, so a catastrophic pattern such as
-``(a|aa)+$`` ends in a clear error instead of a hung server. When the pattern holds a
-whole word that every match must contain, the full-text index narrows the candidates
-first; otherwise the partition is scanned page by page up to a cap.
+Text mode is the store's full-text index. Semantic mode embeds the query with the
+server's embedder and asks the store for the nearest vectors (`MemoryStore.vector_search`).
+Regex mode is here because no index answers a regular expression: it matches messages
+and summaries in process with the ``regex`` package, whose ``timeout=`` bounds every
+match, so a catastrophic pattern such as ``(a|aa)+$`` ends in a clear error instead of a
+hung server. When the pattern holds a whole word that every match must contain, the
+full-text index narrows the candidates first; otherwise the partition is scanned page by
+page up to a cap.
 
 Every hit says which summaries cover it (``covered_by``, lowest level first), so an agent
 can go from a phrase to the summary that folded it and expand it back.
@@ -26,8 +28,12 @@ from pydantic import BaseModel, Field
 from graph_schema.errors import InvalidInput
 from graph_schema.models import Message, Role, SearchHit, SearchKind, Summary, UtcDatetime
 from graph_schema.store import MemoryStore
+from scheduler.embedders import Embedder
+from scheduler.embedding import query_vector
+from server.hybrid import NO_EMBEDDER as HYBRID_NO_EMBEDDER
+from server.hybrid import hybrid_search
 
-GrepMode = Literal["text", "regex"]
+GrepMode = Literal["text", "regex", "semantic", "hybrid"]
 
 #: Longest query or pattern accepted.
 MAX_QUERY_CHARS = 2000
@@ -48,6 +54,12 @@ SNIPPET_CONTEXT = 60
 #: Characters of the match itself kept in a snippet.
 SNIPPET_MATCH = 200
 
+#: Why semantic mode cannot run, and how to make it.
+NO_EMBEDDER = (
+    "semantic search needs an embedder: set PALIMPSEST_EMBEDDER=sentence-transformers:all-MiniLM-L6-v2 "
+    "(a local model, offline) or openai:MODEL, and restart the server"
+)
+
 # Words full-text analyzers may drop as stop words: never used as a prefilter.
 _STOP_WORDS = frozenset(
     "and are but for into not such that the their then there these they this was will with".split()
@@ -66,7 +78,9 @@ class GrepHit(BaseModel):
     role: Role | None = Field(None, description="Who wrote it, for messages.")
     created_at: UtcDatetime
     snippet: str
-    score: float = Field(description="Higher is better; 1.0 for every regex hit.")
+    score: float = Field(
+        description="Higher is better: BM25 (text), cosine similarity -1..1 (semantic), 1.0 for every regex hit."
+    )
     covered_by: list[str] = Field(
         default_factory=list, description="Summaries above this node, lowest level first."
     )
@@ -92,23 +106,32 @@ async def grep_memories(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int = 20,
+    embedder: Embedder | None = None,
 ) -> GrepResult:
-    """Search one partition (``None``: all) by words or by regular expression.
+    """Search one partition (``None``: all) by words, by regular expression or by meaning.
 
     Args:
         store: The store to search.
         query: Words (text mode) or a ``regex``-package pattern (regex mode).
         partition: The partition to search; ``None`` crosses partitions explicitly.
-        mode: ``text`` for the full-text index, ``regex`` for a pattern.
+        mode: ``text`` for the full-text index, ``regex`` for a pattern, ``semantic``
+            for the nodes nearest the query's meaning (needs ``embedder``), ``hybrid``
+            for both fused and re-ranked by context (`server.hybrid`; needs
+            ``embedder`` too, and without one refuses with InvalidInput rather than
+            answering as text mode would).
         thread_id: Only this thread.
         kinds: Which nodes to search; regex mode searches messages and summaries.
         since: Only nodes created at or after this time.
         until: Only nodes created at or before this time.
         limit: Most hits returned.
+        embedder: Embeds the query in semantic mode (the server's, from
+            ``PALIMPSEST_EMBEDDER``).
 
     Raises:
         InvalidInput: for an empty or over-long query, an invalid pattern, a pattern
-            that takes too long, or ``since`` after ``until``.
+            that takes too long, ``since`` after ``until``, or semantic mode without
+            an embedder.
+        EmbeddingFailed: if semantic mode's embedder cannot embed the query.
         NotFound: if ``thread_id`` names no thread of the partition.
     """
     if not query.strip():
@@ -123,6 +146,22 @@ async def grep_memories(
         await store.get_thread(partition, thread_id)
     if mode == "regex":
         return await _grep_regex(store, query, partition, thread_id, kinds, since, until, limit)
+    if mode == "semantic":
+        if embedder is None:
+            raise InvalidInput(NO_EMBEDDER)
+        vector = await query_vector(store, embedder, query)
+        found = await store.vector_search(
+            vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
+        )
+        return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+    if mode == "hybrid":
+        if embedder is None:
+            raise InvalidInput(HYBRID_NO_EMBEDDER)
+        found = await hybrid_search(
+            store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
+            until=until, limit=limit,
+        )  # fmt: skip
+        return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
     found = await store.search_text(
         query, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
     )

@@ -21,9 +21,11 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 from rich.table import Table
 from rich.text import Text
 
-from graph_schema.models import ExpandPage, Message, StoreStats, Summary
+from graph_schema.models import ExpandPage, FactStats, Message, StoreStats, Summary
+from scheduler.facts import KgResult
 from server.grep import GrepHit
 from server.ingest import IngestProgress, IngestReport, ProgressCallback
+from server.recall import RecallResult
 
 
 def stdout_console() -> Console:
@@ -204,3 +206,67 @@ def ingest_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
     )
     with progress:
         yield IngestBar(progress)
+
+
+# -- the fact layer and recall ----------------------------------------------------------
+
+
+def kg_view(result: KgResult) -> Group:
+    """What a ``kg`` action did, the layer's state, then the facts grouped by topic."""
+    lines: list[Text] = []
+    if result.layer is not None:
+        state = "on" if result.layer.enabled else "off"
+        read = result.layer.extracted_seq
+        where = "nothing read yet" if read < 0 else f"read up to message seq {read}"
+        lines.append(Text(f"fact layer of thread {result.layer.thread_id}: {state} ({where})"))
+    elif result.action == "status":
+        on = ", ".join(state.thread_id for state in result.threads_on) or "none"
+        count = len(result.threads_on)
+        noun = "thread" if count == 1 else "threads"
+        lines.append(Text(f"partition {result.partition}: fact layer on in {count} {noun} ({on})"))
+    if result.action == "on":
+        lines.append(Text(f"extracted {result.extracted} facts"))
+    if result.action == "clear":
+        scope = f"thread {result.thread_id}" if result.thread_id else f"partition {result.partition}"
+        lines.append(Text(f"cleared {result.cleared} facts of {scope}"))
+    parts: list[Text | Table] = list(lines)
+    if result.stats is not None:
+        parts.append(fact_topics_table(result.stats))
+    return Group(*parts)
+
+
+def fact_topics_table(stats: FactStats) -> Table:
+    """Facts by topic: current and superseded counts and the kinds they are of."""
+    noun = "fact" if stats.facts == 1 else "facts"
+    table = Table(title=f"{stats.facts} {noun} ({stats.current} current, {stats.superseded} superseded)")
+    table.add_column("topic")
+    table.add_column("current", justify="right")
+    table.add_column("superseded", justify="right")
+    table.add_column("kinds")
+    for topic in stats.topics:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(topic.kinds.items()))
+        table.add_row(Text(topic.subject), str(topic.current), str(topic.superseded), Text(kinds))
+    return table
+
+
+def recall_table(result: RecallResult) -> Table:
+    """Everything recalled in overall rank order: kind, where it is, its id and text."""
+    rows: list[tuple[int, str, str, str, str]] = []
+    for fact in result.facts:
+        kind = f"fact: {fact.kind}" + (" (superseded)" if fact.valid_until is not None else "")
+        rows.append((fact.rank, kind, f"{fact.subject or ''}\n{fact.thread_id or ''}", fact.id, fact.text))
+    for summary in result.summaries:
+        rows.append((summary.rank, f"summary L{summary.level}", summary.thread_id or "", summary.id, summary.snippet))
+    for message in result.messages:
+        role = message.role.value if message.role is not None else ""
+        rows.append((message.rank, f"message ({role})", message.thread_id or "", message.id, message.snippet))
+    table = Table(title=f"{len(rows)} recalled for {result.query!r}", show_lines=True)
+    table.add_column("rank", justify="right", no_wrap=True)
+    table.add_column("kind")
+    table.add_column("where", overflow="fold")
+    table.add_column("id and text", ratio=1)
+    for rank, kind, where, node_id, text in sorted(rows):
+        body = Text(node_id, style="bold")
+        body.append("\n" + " ".join(text.split()))
+        table.add_row(str(rank), Text(kind), Text(where), body)
+    return table

@@ -9,39 +9,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from scheduler.config import CompactionSettings, LlmSettings, MaintenanceSettings
 
 
 def default_store_uri() -> str:
     """``sqlite:///$XDG_DATA_HOME/palimpsest/memory.db``, XDG's default when unset."""
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return f"sqlite:///{Path(data_home) / 'palimpsest' / 'memory.db'}"
-
-
-class CompactionSettings(BaseModel):
-    """When and how threads are folded into summaries."""
-
-    threshold: int = Field(30, ge=2, description="Uncompacted messages before a thread is compacted.")
-    keep_recent: int = Field(10, ge=0, description="Fresh-tail messages never compacted.")
-    escalation_fanin: int = Field(4, ge=2, description="Summaries of one level escalated into one.")
-    leaf_chunk_tokens: int = Field(20000, ge=100, description="Token cap of one L1 chunk.")
-
-
-class LlmSettings(BaseModel):
-    """An OpenAI-compatible endpoint for summaries; none configured means deterministic."""
-
-    api_key: SecretStr | None = Field(None, description="OPENAI_API_KEY.")
-    base_url: str | None = Field(None, description="OPENAI_BASE_URL (Ollama, vLLM, LM Studio...).")
-    model: str | None = Field(None, description="PALIMPSEST_SUMMARY_MODEL; required to use the LLM.")
-    timeout: float = Field(60.0, gt=0, description="Seconds before a summary call is abandoned.")
-
-    @property
-    def configured(self) -> bool:
-        """Whether summaries should go to the model at all."""
-        return self.model is not None
 
 
 def _env(*names: str) -> AliasChoices:
@@ -76,6 +54,7 @@ class Settings(BaseSettings):
         description="Seconds between evolution ticks (KG_EVOLUTION_INTERVAL).",
     )
     scheduler: bool = Field(True, description="`off` runs no background maintenance in this process.")
+    threads_per_cycle: int = Field(3, ge=1, le=1000, description="Most threads one compaction tick compacts.")
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=_env("OPENAI_API_KEY", "openai_api_key"), description="Key for the LLM summarizer."
     )
@@ -99,6 +78,16 @@ class Settings(BaseSettings):
             keep_recent=self.keep_recent,
             escalation_fanin=self.escalation_fanin,
             leaf_chunk_tokens=self.leaf_chunk_tokens,
+        )
+
+    @property
+    def maintenance(self) -> MaintenanceSettings:
+        """The background loop's knobs as one group."""
+        return MaintenanceSettings(
+            compaction=self.compaction,
+            threads_per_cycle=self.threads_per_cycle,
+            compaction_interval=self.compaction_interval,
+            evolution_interval=self.evolution_interval,
         )
 
     @property

@@ -29,25 +29,36 @@ from graph_schema.models import (
     MAX_BATCH,
     AppendResult,
     ExpandPage,
+    MaintenanceCycle,
     Name,
     NewMessage,
     SearchKind,
     StoreStats,
     SummaryDag,
+    ThreadBacklog,
     UtcDatetime,
 )
 from graph_schema.store import MemoryStore
 from scheduler.compaction import CompactionResult
 from scheduler.compaction import compact_thread as run_compaction
+from scheduler.embedders import Embedder
+from scheduler.embedding import EmbeddingQueue
+from scheduler.facts import KgAction, KgResult, kg_command
+from scheduler.maintenance import backlog_floor
 from scheduler.summarizer import Summarizer
 from server.grep import MAX_QUERY_CHARS, GrepMode, GrepResult, grep_memories as search_memories
 from server.partitions import PartitionDenied, partition_for_client, resolve_partition, token_partitions
+from server.recall import MAX_RECALL, RecallResult
+from server.recall import recall as recall_memories
 from server.settings import Settings
 
 #: Key of the lifespan context entry holding the `Runtime`.
 RUNTIME_KEY = "palimpsest"
 #: Characters of a summary's text shown by ``describe_summary``.
 PREVIEW_CHARS = 600
+#: Maintenance cycles and pending threads ``memory_stats`` lists.
+LAST_CYCLES = 5
+PENDING_THREADS = 20
 
 _READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 _APPEND = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
@@ -70,6 +81,10 @@ class Runtime:
     settings: Settings
     summarizer: Summarizer
     tokens_required: bool
+    #: Semantic search: the embedder of ``PALIMPSEST_EMBEDDER`` (None: off) and the
+    #: queue that embeds appended messages in the background.
+    embedder: Embedder | None = None
+    embedding: EmbeddingQueue | None = None
 
 
 class SummaryDescription(BaseModel):
@@ -170,15 +185,25 @@ async def append_messages(
     Idempotent on each message's message_id: sending the same one again adds nothing.
     All messages of a call are written together or not at all.
     """
+    runtime = _runtime(ctx)
     with domain_errors():
         where = _partition(ctx, partition)
-        return await _runtime(ctx).store.append_messages(where, thread_id, messages, project=project)
+        result = await runtime.store.append_messages(where, thread_id, messages, project=project)
+    if runtime.embedding is not None:
+        runtime.embedding.submit(result.message_ids)
+    return result
 
 
 async def grep_memories(
     query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Words, or a regex.")],
     ctx: Context,
-    mode: Annotated[GrepMode, Field(description="text: full-text words; regex: a regular expression.")] = "text",
+    mode: Annotated[
+        GrepMode,
+        Field(
+            description="text: full-text words; regex: a regular expression; semantic: nearest in meaning; "
+            "hybrid: words and meaning fused and re-ranked, the best for a question."
+        ),
+    ] = "text",
     thread_id: Annotated[Name | None, Field(description="Only this thread.")] = None,
     kinds: Annotated[
         list[SearchKind] | None,
@@ -189,15 +214,17 @@ async def grep_memories(
     limit: Annotated[int, Field(ge=1, le=200, description="Most hits returned.")] = 20,
     partition: PartitionArg = None,
 ) -> GrepResult:
-    """Search stored messages and summaries by words or by regular expression.
+    """Search stored messages and summaries by words, by regular expression or by meaning.
 
+    Semantic and hybrid modes need the server started with an embedder (PALIMPSEST_EMBEDDER).
     Each hit carries covered_by: the summaries that fold it, lowest level first, so
     expand_summary on one of them shows the hit in its original context.
     """
+    runtime = _runtime(ctx)
     with domain_errors():
         where = _partition(ctx, partition)
         return await search_memories(
-            _runtime(ctx).store,
+            runtime.store,
             query,
             partition=where,
             mode=mode,
@@ -206,6 +233,7 @@ async def grep_memories(
             since=since,
             until=until,
             limit=limit,
+            embedder=runtime.embedder,
         )
 
 
@@ -264,7 +292,7 @@ async def compact_thread(
     """Fold a thread's old messages into summaries now; nothing is lost, every summary expands back."""
     runtime = _runtime(ctx)
     with domain_errors():
-        return await run_compaction(
+        result = await run_compaction(
             runtime.store,
             _partition(ctx, partition),
             thread_id,
@@ -272,12 +300,37 @@ async def compact_thread(
             runtime.summarizer,
             force=force,
         )
+    if runtime.embedding is not None:
+        runtime.embedding.submit(result.summary_ids)
+    return result
 
 
-async def memory_stats(ctx: Context, partition: PartitionArg = None) -> StoreStats:
-    """Counts of threads, messages, summaries by level and facts in the partition, and the store kind."""
+class MemoryStats(StoreStats):
+    """A partition's counts, with what background maintenance did lately and what waits for it."""
+
+    last_cycles: list[MaintenanceCycle] = Field(
+        description=f"The last {LAST_CYCLES} maintenance cycles of any server process sharing the store, latest first."
+    )
+    pending: list[ThreadBacklog] = Field(
+        description=f"Threads of the partition due for compaction, largest backlog first (at most {PENDING_THREADS})."
+    )
+
+
+async def memory_stats(ctx: Context, partition: PartitionArg = None) -> MemoryStats:
+    """Counts of threads, messages, summaries by level and facts in the partition, and the store kind.
+
+    Also the last maintenance cycles (compaction and evolution runs) and the threads
+    waiting for compaction.
+    """
+    runtime = _runtime(ctx)
     with domain_errors():
-        return await _runtime(ctx).store.stats(_partition(ctx, partition))
+        where = _partition(ctx, partition)
+        counts = await runtime.store.stats(where)
+        cycles = await runtime.store.recent_cycles(LAST_CYCLES)
+        pending = await runtime.store.compaction_candidates(
+            where, min_uncovered=backlog_floor(runtime.settings.compaction), limit=PENDING_THREADS
+        )
+    return MemoryStats(**counts.model_dump(), last_cycles=cycles, pending=pending)
 
 
 async def summary_resource(summary_id: str, ctx: Context) -> str:
@@ -294,6 +347,59 @@ async def dag_resource(thread_id: str, ctx: Context) -> str:
     return dag.model_dump_json()
 
 
+# -- the fact layer and recall -------------------------------------------------------
+
+# kg switches a thread's layer and may clear facts, and on extracts from the history.
+_KG = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
+
+
+async def kg(
+    action: Annotated[
+        KgAction,
+        Field(
+            description="status: layer state and counts; on/off: switch a thread's fact layer (on also "
+            "extracts its history now); stats: facts grouped by topic; clear: delete facts."
+        ),
+    ],
+    ctx: Context,
+    thread_id: Annotated[
+        Name | None, Field(description="The thread; on and off need one, the others default to the partition.")
+    ] = None,
+    partition: PartitionArg = None,
+) -> KgResult:
+    """Manage the fact layer: technical facts extracted from assistant messages, off by default per thread.
+
+    A newer fact about the same topic supersedes an older one, which recall then leaves out.
+    """
+    with domain_errors():
+        return await kg_command(_runtime(ctx).store, _partition(ctx, partition), action, thread_id)
+
+
+async def recall(
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to recall, in words.")],
+    ctx: Context,
+    project: Annotated[Name | None, Field(description="Only this project's facts and threads.")] = None,
+    limit: Annotated[
+        int, Field(ge=1, le=MAX_RECALL, description="Most items returned, facts, summaries and messages together.")
+    ] = 10,
+    include_superseded: Annotated[
+        bool, Field(description="Also return superseded facts, ranked after every current one.")
+    ] = False,
+    partition: PartitionArg = None,
+) -> RecallResult:
+    """Recall what memory holds about a query across every thread: facts, summaries and messages, ranked together.
+
+    Each item has its ids and an overall rank; a message carries its source_id and the
+    summaries folding it (covered_by), a summary its level.
+    """
+    runtime = _runtime(ctx)
+    with domain_errors():
+        where = _partition(ctx, partition)
+        return await recall_memories(
+            runtime.store, query, partition=where, project=project, limit=limit, include_superseded=include_superseded
+        )
+
+
 def register_tools(server: FastMCP) -> None:
     """Add every tool and resource to a server (whose lifespan provides the `Runtime`)."""
     server.tool(append_messages, annotations=_APPEND)
@@ -303,6 +409,8 @@ def register_tools(server: FastMCP) -> None:
     server.tool(get_summary_dag, annotations=_READ_ONLY)
     server.tool(compact_thread, annotations=_COMPACT)
     server.tool(memory_stats, annotations=_READ_ONLY)
+    server.tool(recall, annotations=_READ_ONLY)
+    server.tool(kg, annotations=_KG)
     server.resource(
         "palimpsest://summaries/{summary_id}", name="summary", mime_type="application/json"
     )(summary_resource)

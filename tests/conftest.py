@@ -8,12 +8,16 @@ message saying how to start one (a missing service is a failure, in CI and here)
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+
+if TYPE_CHECKING:
+    from scheduler.embedders import SentenceTransformerEmbedder
 
 BACKENDS = ["sqlite", "neo4j"]
 
@@ -80,6 +84,21 @@ async def store(store_url: str) -> AsyncIterator[MemoryStore]:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Iterator[SentenceTransformerEmbedder]:
+    """The real all-MiniLM-L6-v2 (the packaged copy), Hugging Face's hub switched off.
+
+    Session-scoped, and the process keeps one loaded copy whichever embedder loads it,
+    so the model loads once per test run; semantic tests never use a fake.
+    """
+    from scheduler.embedders import SentenceTransformerEmbedder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        yield SentenceTransformerEmbedder("all-MiniLM-L6-v2")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

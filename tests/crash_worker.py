@@ -15,7 +15,7 @@ import sys
 from graph_schema.store import Neo4jCredentials, open_store
 from scheduler.compaction import compact_thread
 from scheduler.extractive import ExtractiveSummarizer
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 
 
 async def main(argv: list[str]) -> None:

@@ -202,7 +202,7 @@ def test_usage_errors_exit_2(sqlite_url: str, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "chat.jsonl", [line()])
     assert run_cli("ingest", path, "--format", "claude", "--store", sqlite_url).exit_code == 2
     assert run_cli("ingest", tmp_path / "absent.jsonl", "--store", sqlite_url).exit_code == 2
-    assert run_cli("grep", "x", "--mode", "semantic", "--store", sqlite_url).exit_code == 2
+    assert run_cli("grep", "x", "--mode", "fuzzy", "--store", sqlite_url).exit_code == 2
     both = run_cli("stats", "--partition", "a", "--all-partitions", "--store", sqlite_url)
     assert both.exit_code == 2 and "--all-partitions" in both.stderr
 

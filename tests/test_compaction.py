@@ -20,7 +20,7 @@ from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
 from scheduler.compaction import CompactionResult, compact_thread
 from scheduler.extractive import ExtractiveSummarizer
 from scheduler.summarizer import SummaryDraft
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 from transcripts import transcript
 
 PARTITION = "claude-code"

@@ -22,7 +22,7 @@ from graph_schema.doctor import check_store
 from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
 from scheduler.compaction import compact_thread
 from scheduler.extractive import ExtractiveSummarizer
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 from transcripts import transcript
 
 pytestmark = pytest.mark.slow

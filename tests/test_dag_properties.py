@@ -26,7 +26,7 @@ from graph_schema.models import Message, NewMessage, Role
 from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
 from scheduler.compaction import compact_thread
 from scheduler.extractive import ExtractiveSummarizer
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 
 EXAMPLES = {"sqlite": 25, "neo4j": 6}
 

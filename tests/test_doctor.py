@@ -21,7 +21,7 @@ from graph_schema.models import Summary, ThreadSnapshot
 from graph_schema.store import MemoryStore
 from scheduler.compaction import compact_thread
 from scheduler.extractive import ExtractiveSummarizer
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 from transcripts import transcript
 
 PARTITION = "codex"

@@ -8,7 +8,6 @@ partition isolation, and a Neo4j outage the server survives.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from server.partitions import (
     resolve_partition,
 )
 from server.settings import Settings
+from tcp_relay import TcpRelay
 
 TOOLS = {
     "append_messages",
@@ -103,7 +103,7 @@ async def test_tools_have_output_schemas_bounds_and_hints(tmp_path: Path) -> Non
         assert tools[name].annotations.read_only_hint is (name in READERS), name
     limit = tools["grep_memories"].input_schema["properties"]["limit"]
     assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 200, 20)
-    assert tools["grep_memories"].input_schema["properties"]["mode"]["enum"] == ["text", "regex"]
+    assert tools["grep_memories"].input_schema["properties"]["mode"]["enum"] == ["text", "regex", "semantic", "hybrid"]
     assert set(tools["grep_memories"].output_schema["properties"]) >= {"hits"}
     assert templates == {"palimpsest://summaries/{summary_id}", "palimpsest://threads/{thread_id}/dag"}
 
@@ -217,7 +217,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("grep_memories", {"query": "token", "thread_id": "no-such-thread"}, "unknown thread id"),
     ("grep_memories", {"query": "(unclosed", "mode": "regex"}, "invalid regex"),
     ("grep_memories", {"query": "(a|aa)+$", "mode": "regex"}, "regex took too long"),
-    ("grep_memories", {"query": "token", "mode": "semantic"}, "'text' or 'regex'"),
+    ("grep_memories", {"query": "token", "mode": "fuzzy"}, "'semantic' or 'hybrid'"),
     ("grep_memories", {"query": "token", "limit": 0}, "greater than or equal to 1"),
     ("grep_memories", {"query": "token", "limit": 10_000}, "less than or equal to 200"),
     (
@@ -348,43 +348,6 @@ def test_regex_prefilter_only_takes_words_every_match_must_hold() -> None:
 # -- outage -------------------------------------------------------------------------------
 
 
-class TcpRelay:
-    """A loopback TCP relay in front of Neo4j, closed and reopened to stage an outage."""
-
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        await self._server.wait_closed()
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
-        self._writers |= {writer, upstream_writer}
-
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            try:
-                while data := await source.read(65536):
-                    sink.write(data)
-                    await sink.drain()
-            except ConnectionError:
-                pass
-            finally:
-                sink.transport.abort()
-
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
-
-
 @pytest.fixture
 async def relay() -> AsyncIterator[TcpRelay]:
     """A relay to a fresh test Neo4j (SQLite is embedded: it has no server to lose)."""
@@ -394,7 +357,7 @@ async def relay() -> AsyncIterator[TcpRelay]:
     started = TcpRelay(host, int(port))
     await started.start()
     yield started
-    await started.stop()
+    await started.cut()
 
 
 @pytest.mark.neo4j
@@ -404,7 +367,7 @@ async def test_the_server_survives_a_store_outage(relay: TcpRelay, tmp_path: Pat
     try:
         async with client(server) as session:
             await call(session, "append_messages", thread_id="t-o", messages=[turn(0)])
-            await relay.stop()
+            await relay.cut()
             with pytest.raises(ToolError, match="^store unavailable: "):
                 await session.call_tool("append_messages", {"thread_id": "t-o", "messages": [turn(1)]})
             await relay.start()

@@ -13,7 +13,7 @@ from graph_schema.errors import InvalidInput
 from graph_schema.models import Message, NewMessage, Role, Summary
 from graph_schema.prepare import prepare_append
 from scheduler.planner import plan_escalation, plan_leaf_chunks
-from server.settings import CompactionSettings
+from scheduler.config import CompactionSettings
 from tests.transcripts import transcript
 
 PARTITION = "test-ide"

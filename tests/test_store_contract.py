@@ -139,6 +139,24 @@ async def test_append_creates_thread_with_derived_fields(store: MemoryStore) -> 
     assert await store.get_message(P, messages[2].id) == messages[2]
 
 
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(2024, 2, 29, 12, 30, 0, 123456, tzinfo=timezone(timedelta(hours=2))),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+)
+async def test_timestamps_round_trip_to_the_microsecond(store: MemoryStore, moment: datetime) -> None:
+    """Times are stored however each backend likes (Neo4j: epoch microseconds); none may drift."""
+    await store.append_messages("ide", "t", [NewMessage(role=Role.user, content="when", created_at=moment)])
+    [message] = await store.get_messages("ide", "t")
+    assert message.created_at == moment
+    assert message.created_at.utcoffset() == timedelta(0)
+
+
 async def test_seq_has_no_gap_across_appends(store: MemoryStore) -> None:
     sizes = [1, 4, 2, 7]
     expected: list[str] = []

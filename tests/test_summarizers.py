@@ -21,7 +21,7 @@ from graph_schema.models import Message, NewMessage, Role, Summary
 from scheduler.extractive import EXPAND_PREFIX, SECTIONS, ExtractiveSummarizer, parse_checkpoint
 from scheduler.llm import LlmError, LlmSummarizer
 from scheduler.summarizers import FallbackSummarizer, make_summarizer
-from server.settings import LlmSettings
+from scheduler.config import LlmSettings
 from tests.llm_endpoint import Reply, serve_chat
 from tests.test_planner import stored
 from tests.transcripts import transcript

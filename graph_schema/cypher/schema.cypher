@@ -19,3 +19,22 @@ CREATE RANGE INDEX thread_partition IF NOT EXISTS FOR (t:Thread) ON (t.partition
 // One Lucene index over every searchable text: message content, summary and fact text.
 CREATE FULLTEXT INDEX memory_text IF NOT EXISTS FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text]
 OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-no-stop-words'}};
+
+// Maintenance: a lease per background job or thread being compacted (MERGE on the
+// unique name makes concurrent takers meet on one node), and the cycles jobs ran.
+CREATE CONSTRAINT lease_name IF NOT EXISTS FOR (l:Lease) REQUIRE l.name IS UNIQUE;
+CREATE CONSTRAINT maintenance_cycle_id IF NOT EXISTS FOR (c:MaintenanceCycle) REQUIRE c.id IS UNIQUE;
+CREATE RANGE INDEX maintenance_cycle_started IF NOT EXISTS FOR (c:MaintenanceCycle) ON (c.started_at);
+
+// The fact layer: a partition's facts by topic (supersession looks up current facts of
+// one subject) and a thread's facts (kg stats and clear for one thread).
+CREATE RANGE INDEX fact_partition_subject IF NOT EXISTS FOR (f:Fact) ON (f.partition, f.subject);
+CREATE RANGE INDEX fact_thread IF NOT EXISTS FOR (f:Fact) ON (f.thread_id);
+
+// Semantic search: one (:Embedding)-[:EMBEDS]->(node) per embedded node, found by the
+// node's id; a thread's or a partition's vectors ranked exactly without the index. The
+// vector index itself (memory_embedding) is created by ensure_vector_index, which knows
+// the embedder's vector size.
+CREATE CONSTRAINT embedding_node IF NOT EXISTS FOR (e:Embedding) REQUIRE e.node_id IS UNIQUE;
+CREATE RANGE INDEX embedding_thread IF NOT EXISTS FOR (e:Embedding) ON (e.thread_id);
+CREATE RANGE INDEX embedding_partition IF NOT EXISTS FOR (e:Embedding) ON (e.partition);

@@ -83,10 +83,15 @@ CREATE TABLE IF NOT EXISTS facts (
     text        TEXT NOT NULL,
     kind        TEXT NOT NULL,
     created_at  TEXT NOT NULL,
-    valid_until TEXT
+    valid_until TEXT,
+    -- The fact layer: the topic supersession compares, and the thread it came from.
+    subject     TEXT NOT NULL DEFAULT '',
+    thread_id   TEXT
 );
 
 CREATE INDEX IF NOT EXISTS facts_by_partition ON facts (partition, created_at);
+CREATE INDEX IF NOT EXISTS facts_by_subject ON facts (partition, subject, created_at);
+CREATE INDEX IF NOT EXISTS facts_by_thread ON facts (thread_id);
 
 -- (:Fact)-[:EXTRACTED_FROM]->(:Message)
 CREATE TABLE IF NOT EXISTS fact_sources (
@@ -100,6 +105,17 @@ CREATE TABLE IF NOT EXISTS fact_supersedes (
     fact_id       TEXT NOT NULL REFERENCES facts (id) ON DELETE CASCADE,
     superseded_id TEXT NOT NULL,
     PRIMARY KEY (fact_id, superseded_id)
+) WITHOUT ROWID;
+
+-- A fact is superseded at most once (its valid_until says when).
+CREATE UNIQUE INDEX IF NOT EXISTS fact_superseded_once ON fact_supersedes (superseded_id);
+
+-- The fact layer of a thread (Thread.facts_enabled / facts_seq in Neo4j): off unless a
+-- row says on; extracted_seq is the last message seq extraction has read.
+CREATE TABLE IF NOT EXISTS fact_layer (
+    thread_id     TEXT PRIMARY KEY REFERENCES threads (id),
+    enabled       INTEGER NOT NULL DEFAULT 0,
+    extracted_seq INTEGER NOT NULL DEFAULT -1
 ) WITHOUT ROWID;
 
 -- Full text: external-content FTS5 tables (the text is stored once, in the tables above)
@@ -135,3 +151,65 @@ END;
 CREATE TRIGGER IF NOT EXISTS facts_fts_delete AFTER DELETE ON facts BEGIN
     INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.pk, old.text);
 END;
+
+-- Maintenance: one row per lease a background job holds (a job, or one thread being
+-- compacted), taken and renewed by one upsert, and one row per cycle a job ran.
+CREATE TABLE IF NOT EXISTS leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS maintenance_cycles (
+    pk          INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    job         TEXT NOT NULL,
+    holder      TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    threads     INTEGER NOT NULL,
+    summaries   INTEGER NOT NULL,
+    facts       INTEGER NOT NULL,
+    -- JSON: {step name: count} and [error sentence, ...].
+    steps       TEXT NOT NULL DEFAULT '{}',
+    errors      TEXT NOT NULL DEFAULT '[]'
+);
+
+CREATE INDEX IF NOT EXISTS maintenance_cycles_by_start ON maintenance_cycles (started_at);
+
+-- Semantic search: one vector per node (message, summary or fact) in `embeddings`,
+-- derived data kept apart from the node, so a message row never changes. `vector_index`
+-- holds the size every vector has and a version every write bumps, which tells each
+-- process's in-memory matrix when to catch up. AUTOINCREMENT: a pk is never reused, so
+-- "new rows past the last pk seen" is exactly what was appended since.
+CREATE TABLE IF NOT EXISTS vector_index (
+    name       TEXT PRIMARY KEY,
+    dimensions INTEGER NOT NULL,
+    version    INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS embeddings (
+    pk         INTEGER PRIMARY KEY AUTOINCREMENT,
+    node_id    TEXT NOT NULL UNIQUE,
+    kind       TEXT NOT NULL,
+    partition  TEXT NOT NULL,
+    thread_id  TEXT,
+    -- The node's created_at in microseconds since the epoch, for since/until in memory.
+    created_us INTEGER NOT NULL,
+    model      TEXT NOT NULL,
+    -- float32 little-endian, unit length.
+    vector     BLOB NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS embeddings_by_partition ON embeddings (partition, model, pk);
+CREATE INDEX IF NOT EXISTS embeddings_by_model ON embeddings (model, pk);
+
+-- A cleared fact takes its vector with it.
+CREATE TRIGGER IF NOT EXISTS embeddings_fact_delete AFTER DELETE ON facts BEGIN
+    DELETE FROM embeddings WHERE node_id = old.id;
+    UPDATE vector_index SET version = version + 1;
+END;
+
+-- Hybrid search: how many messages hold each term, read from the FTS index itself
+-- (fts5vocab stores nothing); text search skips terms in over half the messages.
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, 'row');

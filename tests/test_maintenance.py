@@ -1,0 +1,530 @@
+"""The maintenance loop in one process: ticks, leases, pauses, shutdown, the scheduler.
+
+Ticks run on both stores with an injected clock, so lease expiry and renewal are
+tested without sleeping; the scheduler runs with one-second intervals. The foreground
+gate is shown to keep a grep fast while a large compaction runs in the same server,
+and ``memory_stats`` and ``palimpsest maintain --once`` are checked through their real
+front doors (an in-memory MCP client, typer's runner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+import pytest
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from fastmcp import Client
+from rich.console import Console
+from rich.progress import Progress
+from typer.testing import CliRunner
+
+from graph_schema.doctor import check_store
+from graph_schema.errors import StoreUnavailable
+from graph_schema.models import Message, NewMessage
+from graph_schema.sqlite import SqliteStore
+from graph_schema.store import MemoryStore, open_store
+from scheduler.compaction import Pause
+from scheduler.extractive import ExtractiveSummarizer
+from scheduler.foreground import ForegroundGate
+from scheduler.maintenance import EvolutionStep, Maintenance, backlog_floor, evolution_steps
+from scheduler.summarizer import SummaryDraft
+from server.app import build_server
+from server.cli import app, job_bars
+from server.settings import Settings
+from transcripts import transcript
+
+PARTITION = "claude"
+
+
+def make_settings(store_url: str = "sqlite:///:memory:", **overrides: Any) -> Settings:
+    """Small compaction numbers so a few dozen messages compact; no scheduler unless asked."""
+    values: dict[str, Any] = {
+        "store": store_url,
+        "partition": None,
+        "compaction_threshold": 6,
+        "keep_recent": 2,
+        "escalation_fanin": 3,
+        "threads_per_cycle": 2,
+        "scheduler": False,
+        "summary_model": None,
+        "tokens_file": None,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+class Clock:
+    """An injected clock that only moves when told to."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def maintenance(store: MemoryStore, clock: Clock, **options: Any) -> Maintenance:
+    """A maintenance of holder ``alpha`` with small settings and the injected clock."""
+    options.setdefault("holder", "alpha")
+    settings = options.pop("settings", make_settings())
+    return Maintenance(store, settings.maintenance, ExtractiveSummarizer(), clock=clock, **options)
+
+
+async def fill(store: MemoryStore, sizes: dict[str, int]) -> None:
+    """Append a realistic transcript of the given size to each thread."""
+    for thread_id, size in sizes.items():
+        await store.append_messages(PARTITION, thread_id, transcript(size, prefix=f"{thread_id}-"))
+
+
+async def uncovered(store: MemoryStore, thread_id: str) -> int:
+    return await store.count_uncovered(PARTITION, thread_id)
+
+
+class FailingFor(ExtractiveSummarizer):
+    """The extractive summarizer, except for messages of one thread, where it breaks."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__()
+        self.thread_id = thread_id
+
+    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+        if messages[0].thread_id == self.thread_id:
+            raise RuntimeError(f"summarizer broke on {self.thread_id}")
+        return await super().summarize_messages(messages)
+
+
+# -- the compaction tick -------------------------------------------------------------
+
+
+async def test_compaction_tick_takes_the_largest_backlogs_and_records_a_cycle(store: MemoryStore) -> None:
+    await fill(store, {"big": 60, "mid": 40, "small": 30, "tiny": 8})
+    clock = Clock()
+    cycle = await maintenance(store, clock).compaction_tick()
+
+    assert cycle is not None
+    assert (cycle.job, cycle.holder, cycle.threads, cycle.errors) == ("compaction", "alpha", 2, [])
+    snapshot_big = await store.snapshot(PARTITION, "big")
+    snapshot_mid = await store.snapshot(PARTITION, "mid")
+    assert cycle.summaries == len(snapshot_big.summaries) + len(snapshot_mid.summaries) > 2
+    assert any(summary.level >= 2 for summary in snapshot_big.summaries), "no escalation after the pass"
+    # Only threads_per_cycle threads a tick: "small" waits for the next one.
+    assert await uncovered(store, "small") == 30
+    assert await uncovered(store, "big") <= 6 + 2 and await uncovered(store, "mid") <= 6 + 2
+    assert await store.recent_cycles(5) == [cycle]
+    assert await check_store(store) == []
+    # Every lease went back: another process can take the job and each thread at once.
+    for name in ("job:compaction", f"compact:{PARTITION}:big", f"compact:{PARTITION}:mid"):
+        assert await store.acquire_lease(name, "beta", 60, now=clock())
+
+    assert await maintenance(store, clock, holder="gamma").compaction_tick() is None
+
+
+async def test_a_process_that_loses_the_job_lease_skips_until_it_expires(store: MemoryStore) -> None:
+    await fill(store, {"t-1": 40})
+    clock = Clock()
+    assert await store.acquire_lease("job:compaction", "beta", 300, now=clock())
+
+    assert await maintenance(store, clock).compaction_tick() is None
+    assert await uncovered(store, "t-1") == 40
+    assert await store.recent_cycles(5) == []
+
+    clock.advance(300)  # beta died: its lease expires and alpha runs
+    cycle = await maintenance(store, clock).compaction_tick()
+    assert cycle is not None and cycle.threads == 1
+    assert await uncovered(store, "t-1") <= 8
+
+
+async def test_a_thread_claimed_elsewhere_is_skipped_and_the_others_compacted(store: MemoryStore) -> None:
+    await fill(store, {"t-1": 50, "t-2": 40})
+    clock = Clock()
+    assert await store.acquire_lease(f"compact:{PARTITION}:t-1", "beta", 300, now=clock())
+
+    cycle = await maintenance(store, clock).compaction_tick()
+
+    assert cycle is not None and cycle.threads == 1
+    assert await uncovered(store, "t-1") == 50
+    assert await uncovered(store, "t-2") <= 8
+    # beta's claim is untouched by alpha's release.
+    assert not await store.acquire_lease(f"compact:{PARTITION}:t-1", "gamma", 300, now=clock())
+
+
+async def test_a_failing_thread_is_recorded_and_the_tick_goes_on(store: MemoryStore) -> None:
+    await fill(store, {"t-bad": 50, "t-good": 40})
+    clock = Clock()
+    tick = Maintenance(
+        store, make_settings().maintenance, FailingFor("t-bad"), clock=clock, holder="alpha"
+    ).compaction_tick()
+
+    cycle = await tick
+
+    assert cycle is not None
+    assert cycle.errors == ["thread t-bad: RuntimeError: summarizer broke on t-bad"]
+    assert (cycle.threads, await uncovered(store, "t-bad")) == (1, 50)
+    assert await uncovered(store, "t-good") <= 8
+    assert await store.recent_cycles(1) == [cycle]
+    assert await store.acquire_lease(f"compact:{PARTITION}:t-bad", "beta", 60, now=clock())
+    assert await store.acquire_lease("job:compaction", "beta", 60, now=clock())
+
+
+async def test_a_store_outage_is_recorded_not_raised(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "m.db"))
+    await store.initialize()
+    await fill(store, {"t-1": 40})
+    worker = maintenance(store, Clock())
+
+    async def close_the_store(_pause: Pause) -> int:
+        await store.close()
+        return 0
+
+    async def read_the_store(_pause: Pause) -> int:
+        return (await store.stats(None)).messages
+
+    worker.steps = [EvolutionStep("outage", close_the_store), EvolutionStep("read", read_the_store)]
+    cycle = await worker.evolution_tick()
+    assert cycle is not None and cycle.steps == {"outage": 0}
+    assert cycle.errors == ["step read: the SQLite store is not open: call initialize() first"]
+    # A tick that cannot even ask for its lease raises; the scheduled job logs and goes on.
+    with pytest.raises(StoreUnavailable):
+        await worker.compaction_tick()
+    await worker._scheduled("compaction")
+
+
+# -- the evolution tick --------------------------------------------------------------
+
+
+async def test_evolution_runs_every_step_and_records_their_counts(store: MemoryStore) -> None:
+    ran: list[str] = []
+
+    def step(name: str, count: int) -> EvolutionStep:
+        async def run(_pause: Pause) -> int:
+            ran.append(name)
+            if count < 0:
+                raise ValueError(f"{name} cannot parse its batch")
+            return count
+
+        return EvolutionStep(name, run, counts_facts=name.startswith("facts"))
+
+    steps = [step("facts", 7), step("broken", -1), step("embeddings", 120), step("facts-superseded", 2)]
+    cycle = await maintenance(store, Clock(), steps=steps).evolution_tick()
+
+    assert ran == ["facts", "broken", "embeddings", "facts-superseded"]
+    assert cycle is not None
+    assert (cycle.job, cycle.facts, cycle.threads, cycle.summaries) == ("evolution", 9, 0, 0)
+    assert cycle.steps == {"facts": 7, "embeddings": 120, "facts-superseded": 2}
+    assert cycle.errors == ["step broken: ValueError: broken cannot parse its batch"]
+    assert await store.recent_cycles(5) == [cycle]
+
+
+async def test_leases_are_renewed_during_a_long_tick_and_a_lost_one_ends_it(store: MemoryStore) -> None:
+    clock = Clock()
+    seen: list[bool] = []
+
+    async def slow_batches(pause: Pause) -> int:
+        for _ in range(4):
+            clock.advance(80)  # each batch takes most of a 100 s lease
+            seen.append(await store.acquire_lease("job:evolution", "beta", 100, now=clock()))
+            await pause()
+        return 4
+
+    steps = [EvolutionStep("batches", slow_batches), EvolutionStep("more", slow_batches)]
+    cycle = await maintenance(store, clock, steps=steps, lease_seconds=100).evolution_tick()
+    assert cycle is not None and cycle.errors == [] and cycle.steps == {"batches": 4, "more": 4}
+    assert seen == [False] * 8, "beta got the lease of a live tick"
+
+    async def stall(_pause: Pause) -> int:
+        clock.advance(101)
+        assert await store.acquire_lease("job:evolution", "beta", 100, now=clock())
+        return 1
+
+    never: list[int] = []
+
+    async def after(_pause: Pause) -> int:
+        never.append(1)
+        return 1
+
+    steps = [EvolutionStep("stall", stall), EvolutionStep("after", after)]
+    cycle = await maintenance(store, clock, steps=steps, lease_seconds=100).evolution_tick()
+    assert cycle is not None and never == []
+    assert cycle.steps == {"stall": 1}
+    assert cycle.errors == ["lease job:evolution was taken over by another process (this one stalled past its expiry)"]
+    # beta holds it still: alpha's release in finally did not touch beta's lease.
+    assert not await store.acquire_lease("job:evolution", "gamma", 100, now=clock())
+
+
+# -- shutdown and the scheduler ------------------------------------------------------
+
+
+async def test_shutdown_stops_a_tick_at_its_next_pause_and_releases_its_leases(store: MemoryStore) -> None:
+    clock = Clock()
+    started = asyncio.Event()
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def long_batch(_pause: Pause) -> int:
+        ran.append("long")
+        started.set()
+        await release.wait()
+        return 5
+
+    async def next_batch(_pause: Pause) -> int:
+        ran.append("next")
+        return 1
+
+    worker = maintenance(store, clock, steps=[EvolutionStep("long", long_batch), EvolutionStep("next", next_batch)])
+    tick = asyncio.create_task(worker._scheduled("evolution"))
+    await started.wait()
+    stopping = asyncio.create_task(worker.shutdown(timeout=5))
+    await asyncio.sleep(0.05)
+    assert not stopping.done(), "shutdown did not wait for the running batch"
+    release.set()
+    await asyncio.wait_for(stopping, 5)
+    await tick
+
+    assert ran == ["long"]
+    [cycle] = await store.recent_cycles(5)
+    assert cycle.steps == {"long": 5} and cycle.errors == ["stopped between steps by shutdown"]
+    assert await store.acquire_lease("job:evolution", "beta", 60, now=clock())
+    # Once stopped, a scheduled tick does nothing at all.
+    await worker._scheduled("compaction")
+    assert len(await store.recent_cycles(5)) == 1
+
+
+async def test_the_scheduler_runs_both_jobs_on_their_intervals(store: MemoryStore) -> None:
+    await fill(store, {"t-1": 40})
+    ran: list[int] = []
+
+    async def step(_pause: Pause) -> int:
+        ran.append(1)
+        return 1
+
+    settings = make_settings(compaction_interval=1, evolution_interval=1)
+    worker = Maintenance(store, settings.maintenance, ExtractiveSummarizer(), steps=[EvolutionStep("count", step)])
+    scheduler = AsyncIOScheduler()
+    worker.start(scheduler)
+    jobs = {job.id: job for job in scheduler.get_jobs()}
+    assert set(jobs) == {"palimpsest-compaction", "palimpsest-evolution"}
+    assert all(job.coalesce and job.max_instances == 1 for job in jobs.values())
+    scheduler.start()
+    try:
+        for _ in range(100):
+            cycles = await store.recent_cycles(10)
+            if {cycle.job for cycle in cycles} == {"compaction", "evolution"}:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await worker.shutdown(scheduler)
+    assert {cycle.job for cycle in cycles} == {"compaction", "evolution"}
+    assert await uncovered(store, "t-1") <= 8 and ran
+    assert not scheduler.running
+
+
+# -- foreground first ----------------------------------------------------------------
+
+
+async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
+    gate = ForegroundGate(quiet_seconds=0.02, max_wait_seconds=0.3)
+    assert await gate.wait_idle() is True
+
+    async def call(seconds: float) -> None:
+        async with gate.foreground():
+            await asyncio.sleep(seconds)
+
+    in_flight = asyncio.create_task(call(0.1))
+    await asyncio.sleep(0)
+    assert gate.active == 1
+    loop = asyncio.get_running_loop()
+    begun = loop.time()
+    assert await gate.wait_idle() is True
+    assert in_flight.done() and loop.time() - begun >= 0.1 + 0.02
+
+    # A steady stream of calls: the wait ends at the cap, so background work never starves.
+    stream = [asyncio.create_task(call(0.05 * (i + 1))) for i in range(20)]
+    await asyncio.sleep(0)
+    begun = loop.time()
+    assert await gate.wait_idle() is False
+    assert 0.3 <= loop.time() - begun < 0.9 and gate.active > 0
+    for task in stream:
+        task.cancel()
+    await asyncio.gather(*stream, return_exceptions=True)
+    assert gate.active == 0
+
+
+async def test_a_grep_stays_fast_while_a_large_compaction_runs(tmp_path: Path) -> None:
+    """Tool-call latency during a background compaction pass stays close to latency at rest."""
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    seeding = open_store(url)
+    await seeding.initialize()
+    sizes = {f"t-{i}": 500 for i in range(4)}
+    await fill(seeding, sizes)
+    settings = make_settings(
+        url, scheduler=True, compaction_interval=1, compaction_threshold=20, keep_recent=5, threads_per_cycle=4
+    )
+    server = build_server(settings)
+
+    async def grep_latencies(session: Client, count: int) -> list[float]:
+        latencies = []
+        for _ in range(count):
+            begun = time.perf_counter()
+            result = await session.call_tool("grep_memories", {"query": "refresh token", "limit": 5})
+            latencies.append(time.perf_counter() - begun)
+            assert result.structured_content is not None and result.structured_content["hits"]
+        return latencies
+
+    async def summaries() -> int:
+        return sum((await seeding.stats(PARTITION)).summaries_by_level.values())
+
+    try:
+        async with Client(server, client_info=mcp_types.Implementation(name="claude-code", version="1")) as session:
+            await grep_latencies(session, 5)  # warm up
+            for _ in range(200):
+                if await summaries() > 0:
+                    break
+                await asyncio.sleep(0.02)
+            before = await summaries()
+            assert before > 0, "the background compaction did not start"
+            busy = await grep_latencies(session, 40)
+            for _ in range(600):
+                stats = (await session.call_tool("memory_stats", {})).structured_content
+                assert stats is not None
+                if not stats["pending"] and any(c["summaries"] for c in stats["last_cycles"]):
+                    break
+                await asyncio.sleep(0.1)
+            after = await summaries()
+            rest = await grep_latencies(session, 40)
+    finally:
+        await seeding.close()
+    assert after > before, "the samples were not taken during the compaction pass"
+    # Without the gate each grep waits behind a summary: three to four times slower here.
+    assert statistics.median(busy) <= 2 * statistics.median(rest), (busy, rest)
+
+
+async def test_memory_stats_shows_last_cycles_and_pending(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'stats.db'}"
+    seeding = open_store(url)
+    await seeding.initialize()
+    try:
+        await fill(seeding, {"t-big": 40, "t-small": 5})
+        await seeding.append_messages("windsurf", "t-other", transcript(40, prefix="o-"))
+        clock = Clock()
+        settings = make_settings(url)
+        await seeding.record_cycle(
+            (await Maintenance(seeding, settings.maintenance, ExtractiveSummarizer(), clock=clock).evolution_tick())
+            or pytest.fail("no evolution cycle")
+        )
+        server = build_server(settings)
+        async with Client(server, client_info=mcp_types.Implementation(name="claude-code", version="1")) as session:
+            before = (await session.call_tool("memory_stats", {})).structured_content
+            await Maintenance(seeding, settings.model_copy(update={"threads_per_cycle": 3}).maintenance, ExtractiveSummarizer(),
+                              clock=clock).compaction_tick()
+            after = (await session.call_tool("memory_stats", {})).structured_content
+    finally:
+        await seeding.close()
+    assert before is not None and after is not None
+    assert before["pending"] == [{"thread_id": "t-big", "partition": PARTITION, "uncovered": 40}]
+    assert [cycle["job"] for cycle in before["last_cycles"]] == ["evolution"]
+    assert (before["messages"], before["threads"]) == (45, 2)
+    assert after["pending"] == []
+    assert [cycle["job"] for cycle in after["last_cycles"]] == ["compaction", "evolution"]
+    assert after["last_cycles"][0]["threads"] == 2  # t-big here, t-other in windsurf: cycles are global
+    assert backlog_floor(settings.compaction) == 9
+
+
+# -- palimpsest maintain --once ------------------------------------------------------
+
+
+def test_maintain_once_compacts_and_reports(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    async def seed() -> None:
+        store = open_store(url)
+        await store.initialize()
+        try:
+            await fill(store, {"t-1": 60, "t-2": 20})
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    env = {"PALIMPSEST_STORE": None, "PALIMPSEST_COMPACTION_THRESHOLD": "6", "PALIMPSEST_KEEP_RECENT": "2"}
+    runner = CliRunner()
+
+    result = runner.invoke(app, ["maintain", "--once", "--store", url, "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report) == {"compaction", "evolution"}
+    assert (report["compaction"]["threads"], report["compaction"]["errors"]) == (2, [])
+    assert report["compaction"]["summaries"] >= 4
+    assert report["evolution"]["job"] == "evolution"
+
+    table = runner.invoke(app, ["maintain", "--once", "--store", url], env=env)
+    assert table.exit_code == 0, table.output
+    assert "compaction" in table.stdout and "evolution" in table.stdout
+
+    async def inspect() -> tuple[int, list[str]]:
+        store = open_store(url)
+        await store.initialize()
+        try:
+            breaches = await check_store(store)
+            held = await store.acquire_lease("job:compaction", "other-process", 600)
+            left = await store.count_uncovered(PARTITION, "t-1")
+            return left, [breach.message for breach in breaches] + ([] if held else ["lease left behind"])
+        finally:
+            await store.close()
+
+    left, problems = asyncio.run(inspect())
+    assert left <= 8 and problems == []
+    # Another process now holds the compaction lease: this run skips that job.
+    skipped = runner.invoke(app, ["maintain", "--once", "--store", url, "--json"], env=env)
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["compaction"] is None
+    shown = runner.invoke(app, ["maintain", "--once", "--store", url], env=env)
+    [row] = [line for line in shown.stdout.splitlines() if "compaction" in line]
+    assert "skipped" in row
+
+
+async def test_run_once_drives_one_progress_bar_per_job(store: MemoryStore) -> None:
+    await fill(store, {"t-1": 40, "t-2": 30, "t-3": 5})
+
+    async def step(pause: Pause) -> int:
+        await pause()
+        return 2
+
+    worker = maintenance(store, Clock(), steps=[EvolutionStep("a", step), EvolutionStep("b", step)])
+    bars = Progress(console=Console(file=io.StringIO()))
+    with bars:
+        cycles = await worker.run_once(job_bars(bars))
+    assert [(task.description, task.completed, task.total) for task in bars.tasks] == [
+        ("compaction", 2, 2),
+        ("evolution", 2, 2),
+    ]
+    assert cycles["compaction"] is not None and cycles["compaction"].threads == 2
+    assert cycles["evolution"] is not None and cycles["evolution"].steps == {"a": 2, "b": 2}
+
+
+async def test_the_standard_evolution_extracts_the_facts_of_threads_whose_layer_is_on(store: MemoryStore) -> None:
+    decision = "Decision: the API uses JWT access tokens signed with RS256 keys rotated weekly."
+    for thread_id in ("t-on", "t-off"):
+        await store.append_messages(PARTITION, thread_id, [NewMessage(role="assistant", content=decision)])
+    await store.set_fact_layer(PARTITION, "t-on", True)
+    steps = evolution_steps(store, None)
+    assert [step.name for step in steps] == ["facts"]
+
+    cycle = await Maintenance(
+        store, make_settings().maintenance, ExtractiveSummarizer(), steps=steps, holder="alpha"
+    ).evolution_tick()
+
+    assert cycle is not None and cycle.facts == 1 and cycle.steps == {"facts": 1}
+    facts = await store.list_facts(PARTITION)
+    assert [fact.thread_id for fact in facts] == ["t-on"]
+    assert "JWT" in facts[0].text

@@ -1,0 +1,264 @@
+"""Several real ``palimpsest serve`` processes maintaining one store while a writer appends.
+
+This is how Palimpsest runs on a developer's machine: every IDE starts its own stdio
+server on the same SQLite file (or Neo4j), each with its background loop. Intervals are
+one second and thresholds small, so a few seconds show what a day would. At the end
+the leases must have kept the processes apart (no thread compacted twice, no summary
+overlapping another, doctor clean), every thread's backlog must be back near the
+threshold, and every process must have run maintenance cycles of its own. Stopping a
+server mid-pass must leave whole summaries only and no lease behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from graph_schema.doctor import check_store
+from graph_schema.models import MaintenanceCycle, NewMessage, utcnow
+from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from transcripts import transcript
+
+pytestmark = pytest.mark.slow
+
+PALIMPSEST = str(Path(sys.executable).parent / "palimpsest")
+THRESHOLD = 8
+KEEP_RECENT = 3
+#: (partition, thread) pairs the writer appends to.
+THREADS = [("claude", "t-a"), ("claude", "t-b"), ("windsurf", "t-c"), ("windsurf", "t-d")]
+#: Seconds a server may take to stop once its stdin closes (a pass ends at its next pause).
+STOP_SECONDS = 20
+#: What a compaction cycle stopped by shutdown records.
+STOPPED = "stopped between summaries by shutdown; the thread in progress is finished next tick"
+
+
+def maintenance_env(store_url: str) -> dict[str, str]:
+    """A server environment with the scheduler on, one-second ticks and small thresholds."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
+    env.update(
+        {
+            "PALIMPSEST_STORE": store_url,
+            "PALIMPSEST_SCHEDULER": "on",
+            "PALIMPSEST_COMPACTION_INTERVAL": "1",
+            "KG_EVOLUTION_INTERVAL": "1",
+            "PALIMPSEST_COMPACTION_THRESHOLD": str(THRESHOLD),
+            "PALIMPSEST_KEEP_RECENT": str(KEEP_RECENT),
+            "PALIMPSEST_ESCALATION_FANIN": "3",
+            "PALIMPSEST_THREADS_PER_CYCLE": "2",
+        }
+    )
+    return env
+
+
+class Server:
+    """One ``palimpsest serve`` over stdio, kept alive by a stdin nobody writes to."""
+
+    def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
+        self.process = process
+        self.log = log
+
+    async def stop(self) -> int:
+        """Close stdin as an IDE does when it quits, and wait for a clean exit."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        return await asyncio.wait_for(self.process.wait(), STOP_SECONDS)
+
+    def kill(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+
+    def ran_in(self, cycles: list[MaintenanceCycle]) -> bool:
+        """Whether this process recorded one of the cycles (holders are host:pid:random)."""
+        return any(cycle.holder.rsplit(":", 2)[1] == str(self.process.pid) for cycle in cycles)
+
+
+@asynccontextmanager
+async def servers(store_url: str, count: int, tmp_path: Path) -> AsyncIterator[list[Server]]:
+    """Start ``count`` servers on one store; kill any left running on the way out."""
+    started: list[Server] = []
+    try:
+        for index in range(count):
+            log = tmp_path / f"server-{index}.log"
+            with log.open("wb") as stderr:
+                process = await asyncio.create_subprocess_exec(
+                    PALIMPSEST,
+                    "serve",
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=maintenance_env(store_url),
+                )
+            started.append(Server(process, log))
+        yield started
+    finally:
+        for server in started:
+            server.kill()
+            await server.process.wait()
+
+
+async def wait_for(condition: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
+    """Poll an async predicate every 0.2 s until it holds, or fail saying what never happened."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not await condition():
+        if loop.time() > deadline:
+            pytest.fail(f"after {seconds} s: {what}")
+        await asyncio.sleep(0.2)
+
+
+async def open_url(store_url: str) -> MemoryStore:
+    store = open_store(store_url, Neo4jCredentials())
+    await store.initialize()
+    return store
+
+
+async def summary_count(store: MemoryStore) -> int:
+    return sum((await store.stats(None)).summaries_by_level.values())
+
+
+async def all_cycles(store: MemoryStore) -> list[MaintenanceCycle]:
+    return await store.recent_cycles(100_000)
+
+
+async def assert_no_lease_left(store: MemoryStore) -> None:
+    """A new holder takes every job and thread lease at once: nothing is stuck."""
+    names = ["job:compaction", "job:evolution"] + [f"compact:{p}:{t}" for p, t in THREADS]
+    for name in names:
+        assert await store.acquire_lease(name, "checker", 30), f"lease {name} was left behind"
+        await store.release_lease(name, "checker")
+
+
+async def test_servers_sharing_a_store_keep_every_thread_digested(store_url: str, tmp_path: Path) -> None:
+    """Three servers, then two (one stops mid-run), a writer appending all the while."""
+    writer = await open_url(store_url)
+    scripts = {thread: transcript(1400, seed=index, prefix=f"{thread}-") for index, (_, thread) in enumerate(THREADS)}
+    written = dict.fromkeys(scripts, 0)
+
+    async def append(partition: str, thread: str, count: int) -> None:
+        batch: list[NewMessage] = scripts[thread][written[thread] : written[thread] + count]
+        await writer.append_messages(partition, thread, batch)
+        written[thread] += len(batch)
+
+    try:
+        # A backlog large enough that the servers' first passes would overlap without leases.
+        for partition, thread in THREADS:
+            await append(partition, thread, 300)
+        async with servers(store_url, 3, tmp_path) as running:
+            loop = asyncio.get_running_loop()
+            begun = loop.time()
+            turn = 0
+            first_stopped = False
+            # Write until every server has run maintenance, the first one has been
+            # stopped, and four more seconds went by with the other two.
+            while not first_stopped or loop.time() < begun + 4:
+                assert loop.time() < begun + 40, "the servers never all ran maintenance"
+                partition, thread = THREADS[turn % len(THREADS)]
+                await append(partition, thread, 3)
+                turn += 1
+                if not first_stopped and turn % 10 == 0:
+                    cycles = await all_cycles(writer)
+                    if all(server.ran_in(cycles) for server in running):
+                        assert await running[0].stop() == 0, running[0].log.read_text()
+                        first_stopped, begun = True, loop.time()
+                await asyncio.sleep(0.05)
+
+            async def settled() -> bool:
+                floor = THRESHOLD + KEEP_RECENT + 1
+                return not await writer.compaction_candidates(None, min_uncovered=floor, limit=10)
+
+            await wait_for(settled, 20, "the backlog never came back under the threshold")
+            codes = [await server.stop() for server in running[1:]]
+            logs = [server.log.read_text() for server in running]
+        assert codes == [0, 0], logs
+
+        assert await check_store(writer) == []
+        for partition, thread in THREADS:
+            snapshot = await writer.snapshot(partition, thread)
+            assert len(snapshot.messages) == written[thread] > 100
+            assert await writer.count_uncovered(partition, thread) <= THRESHOLD + KEEP_RECENT
+            leaves = sorted((s.first_seq, s.last_seq) for s in snapshot.summaries if s.level == 1)
+            assert all(prev[1] < nxt[0] for prev, nxt in zip(leaves, leaves[1:], strict=False)), leaves
+            assert any(summary.level >= 2 for summary in snapshot.summaries), f"{thread} never escalated"
+        # The leases kept processes apart: none ever found its summaries written by another.
+        assert not [line for log in logs for line in log.splitlines() if "is busy" in line], logs
+        cycles = await all_cycles(writer)
+        for job in ("compaction", "evolution"):
+            runs = sorted((c.started_at, c.finished_at, c.holder) for c in cycles if c.job == job)
+            overlaps = [(a, b) for a, b in zip(runs, runs[1:], strict=False) if b[0] < a[1]]
+            assert overlaps == [], f"two {job} cycles ran at once"
+        # Every server took part. Which of them happened to fold the backlog is the
+        # leases' choice (under load one may win every race), so that is not asserted.
+        assert all(server.ran_in(cycles) for server in running), [c.holder for c in cycles]
+        # A pass the first server's shutdown cut short is not counted in its cycle.
+        assert 0 < sum(cycle.summaries for cycle in cycles) <= await summary_count(writer)
+        assert {error for cycle in cycles for error in cycle.errors} <= {STOPPED}
+        await assert_no_lease_left(writer)
+    finally:
+        await writer.close()
+
+
+async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(store_url: str, tmp_path: Path) -> None:
+    store = await open_url(store_url)
+    try:
+        for index, (partition, thread) in enumerate(THREADS[:2]):
+            await store.append_messages(partition, thread, transcript(300, seed=index, prefix=f"{thread}-"))
+        async with servers(store_url, 1, tmp_path) as [server]:
+
+            async def started() -> bool:
+                return await summary_count(store) > 0
+
+            await wait_for(started, 20, "the server never started compacting")
+            assert await server.stop() == 0, server.log.read_text()
+        written = await summary_count(store)
+        assert await check_store(store) == []
+        [cycle] = [cycle for cycle in await all_cycles(store) if cycle.job == "compaction"]
+        assert cycle.errors == [STOPPED], "the pass was not stopped midway (make the backlog larger)"
+        assert written > 0
+        await assert_no_lease_left(store)
+        # The next process picks up where the stopped one left off.
+        assert await store.compaction_candidates(None, min_uncovered=THRESHOLD + KEEP_RECENT + 1, limit=5)
+    finally:
+        await store.close()
+
+
+async def test_maintain_runs_in_the_foreground_until_interrupted(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path / 'maintain.db'}"
+    store = await open_url(store_url)
+    try:
+        await store.append_messages("claude", "t-a", transcript(60, prefix="a-"))
+        log = tmp_path / "maintain.log"
+        with log.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                PALIMPSEST,
+                "maintain",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=stderr,
+                env=maintenance_env(store_url),
+            )
+        try:
+
+            async def cycled() -> bool:
+                jobs = {cycle.job for cycle in await all_cycles(store)}
+                return jobs == {"compaction", "evolution"}
+
+            await wait_for(cycled, 20, "maintain recorded no cycles")
+            process.send_signal(signal.SIGINT)
+            code = await asyncio.wait_for(process.wait(), STOP_SECONDS)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        assert code == 0, log.read_text()
+        assert await store.count_uncovered("claude", "t-a") <= THRESHOLD + KEEP_RECENT
+        assert await store.acquire_lease("job:compaction", "checker", 30, now=utcnow() + timedelta(seconds=1))
+        assert "compaction cycle" in log.read_text()
+    finally:
+        await store.close()
