@@ -63,6 +63,7 @@ from graph_schema.models import (
     utcnow,
 )
 from graph_schema.prepare import (
+    check_limit,
     check_supersession,
     decode_cursor,
     derive_facts,
@@ -182,11 +183,6 @@ def _vector_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
         for row in rows
     ]
     return sorted(hits, key=lambda hit: (-hit.score, hit.id))
-
-
-def _check_limit(limit: int) -> None:
-    if limit < 1:
-        raise InvalidInput(f"limit must be at least 1, got {limit}")
 
 
 def _fact(record: dict[str, Any]) -> Fact:
@@ -410,7 +406,7 @@ class Neo4jStore(MemoryStore):
 
     async def list_threads(self, partition: str | None, *, limit: int = 100) -> list[Thread]:
         """Threads, most recently updated first (see `MemoryStore`)."""
-        _check_limit(limit)
+        check_limit(limit)
         rows = await self._query(q.LIST_THREADS, partition=partition, limit=limit)
         return [_thread(row["props"]) for row in rows]
 
@@ -425,7 +421,7 @@ class Neo4jStore(MemoryStore):
     ) -> list[Message]:
         """Messages of a seq range, in order (see `MemoryStore`)."""
         if limit is not None:
-            _check_limit(limit)
+            check_limit(limit)
         rows = await self._query(
             q.GET_MESSAGES,
             partition=partition,
@@ -457,7 +453,7 @@ class Neo4jStore(MemoryStore):
         limit: int = 20,
     ) -> list[SearchHit]:
         """Lucene full-text search over the ``memory_text`` index (see `MemoryStore`)."""
-        _check_limit(limit)
+        check_limit(limit)
         lucene = q.lucene_query(query)
         if lucene is None or not kinds:
             return []
@@ -511,7 +507,7 @@ class Neo4jStore(MemoryStore):
     ) -> list[Message]:
         """Messages no summary covers, oldest first (see `MemoryStore`)."""
         if limit is not None:
-            _check_limit(limit)
+            check_limit(limit)
         rows = await self._query(
             q.UNCOVERED_MESSAGES,
             partition=partition,
@@ -598,7 +594,7 @@ class Neo4jStore(MemoryStore):
         """
         if depth is not None and depth < 1:
             raise InvalidInput(f"depth must be at least 1, got {depth}")
-        _check_limit(limit)
+        check_limit(limit)
         offset = decode_cursor(cursor)
         top = await self.get_summary(partition, summary_id)
         target = 0 if depth is None else top.level - depth
@@ -671,7 +667,7 @@ class Neo4jStore(MemoryStore):
         self, partition: str | None, *, min_uncovered: int, limit: int
     ) -> list[ThreadBacklog]:
         """Threads by uncovered count from the thread counters (see `MemoryStore`)."""
-        _check_limit(limit)
+        check_limit(limit)
         rows = await self._query(
             q.COMPACTION_CANDIDATES, partition=partition, min_uncovered=min_uncovered, limit=limit
         )
@@ -730,7 +726,7 @@ class Neo4jStore(MemoryStore):
 
     async def recent_cycles(self, limit: int) -> list[MaintenanceCycle]:
         """The latest cycles by start time, from the ``started_at`` index (see `MemoryStore`)."""
-        _check_limit(limit)
+        check_limit(limit)
         cycles: list[MaintenanceCycle] = []
         for row in await self._query(q.RECENT_CYCLES, limit=limit):
             props = _props(row["props"])
@@ -798,7 +794,7 @@ class Neo4jStore(MemoryStore):
         limit: int = 100,
     ) -> list[Fact]:
         """Facts by the filters given, newest first (see `MemoryStore`)."""
-        _check_limit(limit)
+        check_limit(limit)
         rows = await self._query(
             q.LIST_FACTS,
             partition=partition,
@@ -865,7 +861,7 @@ class Neo4jStore(MemoryStore):
 
     async def fact_layer_threads(self, partition: str | None, *, limit: int = 10_000) -> list[FactLayerState]:
         """Thread nodes with ``facts_enabled`` set (see `MemoryStore`)."""
-        _check_limit(limit)
+        check_limit(limit)
         rows = await self._query(q.FACT_LAYER_THREADS, partition=partition, limit=limit)
         return [_layer(row) for row in rows]
 
@@ -915,7 +911,7 @@ class Neo4jStore(MemoryStore):
         """Per label, nodes without an Embedding of the model, by id from ``after`` (see `MemoryStore`)."""
         _, model = self._vectors.require()
         asked = check_kinds(kinds)
-        _check_limit(limit)
+        check_limit(limit)
         if ids is not None and not ids:
             return []
         queries = q.MISSING_EMBEDDINGS if ids is None else q.MISSING_EMBEDDINGS_AMONG
@@ -951,7 +947,7 @@ class Neo4jStore(MemoryStore):
         """
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
-        _check_limit(limit)
+        check_limit(limit)
         query = unit_vectors([vector], dimensions)[0].tolist()
         if not asked:
             return []

@@ -179,6 +179,16 @@ def _latest(node: Message | Summary) -> Any:
     return node.created_at if isinstance(node, Message) else node.latest_at
 
 
+def check_limit(limit: int) -> int:
+    """A caller's page size, refused below 1 (SQLite reads a negative LIMIT as "no limit").
+
+    :raises InvalidInput: if ``limit`` is below 1.
+    """
+    if limit < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit}")
+    return limit
+
+
 def encode_cursor(offset: int) -> str:
     """An expansion cursor: the offset of the next item, opaque to callers."""
     return f"o{offset}"

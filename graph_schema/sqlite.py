@@ -53,6 +53,7 @@ from graph_schema.models import (
 )
 from graph_schema.prepare import (
     PreparedMessage,
+    check_limit,
     check_supersession,
     decode_cursor,
     derive_facts,
@@ -95,10 +96,8 @@ def _int64(value: int) -> int:
 
 
 def _limit(limit: int) -> int:
-    """A caller's page size: at least 1 (SQLite would read a negative one as "no limit")."""
-    if limit < 1:
-        raise InvalidInput(f"limit must be at least 1, got {limit}")
-    return _int64(limit)
+    """A caller's page size, checked, and clamped to what SQLite can bind."""
+    return _int64(check_limit(limit))
 
 
 def _ids(ids: Sequence[str]) -> str:
