@@ -9,14 +9,14 @@ deterministic bag of hashed words, so texts sharing words are near each other.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from llm_endpoint import JsonHandler, serving
 
 #: Size of the endpoint's vectors.
 DIMENSIONS = 16
@@ -65,9 +65,9 @@ def serve_embeddings() -> Iterator[EmbeddingsEndpoint]:
     endpoint.gate.set()
     stopping = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            body = self.read_json()
             endpoint.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), **body})
             if self.path != "/v1/embeddings":
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -90,30 +90,9 @@ def serve_embeddings() -> Iterator[EmbeddingsEndpoint]:
             self._send(200, {"object": "list", "data": data, "model": body.get("model"),
                              "usage": {"prompt_tokens": 1, "total_tokens": 1}})  # fmt: skip
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                return  # the client gave up: nothing left to answer
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="fake-embeddings", daemon=True)
-    thread.start()
-    endpoint.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield endpoint
-    finally:
-        stopping.set()
-        endpoint.gate.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(Handler, "fake-embeddings", stopping) as base_url:
+        endpoint.base_url = base_url
+        try:
+            yield endpoint
+        finally:
+            endpoint.gate.set()

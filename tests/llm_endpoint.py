@@ -54,6 +54,46 @@ def completion_body(model: str, content: str | None) -> dict[str, Any]:
     }
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler speaking JSON, quiet, that shrugs off clients who hung up."""
+
+    def read_json(self) -> dict[str, Any]:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            return  # the client gave up (timeout): nothing left to answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], name: str, stopping: threading.Event) -> Iterator[str]:
+    """Run ``handler`` on a free loopback port until the block ends; yields the ``/v1`` base URL.
+
+    ``stopping`` is set on the way out, before shutdown, so handlers held in a wait return.
+    """
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        stopping.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
 @contextmanager
 def serve_chat(responder: Responder) -> Iterator[Endpoint]:
     """Serve ``POST /v1/chat/completions`` on a free local port until the block ends.
@@ -67,9 +107,9 @@ def serve_chat(responder: Responder) -> Iterator[Endpoint]:
     requests: list[dict[str, Any]] = []
     stopping = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            body = self.read_json()
             requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), **body})
             if self.path != "/v1/chat/completions":
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -82,28 +122,5 @@ def serve_chat(responder: Responder) -> Iterator[Endpoint]:
             else:
                 self._send(200, completion_body(body.get("model", "test"), reply.content))
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                return  # the client gave up (timeout): nothing left to answer
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
-    thread.start()
-    try:
-        yield Endpoint(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", requests=requests)
-    finally:
-        stopping.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(Handler, "fake-openai", stopping) as base_url:
+        yield Endpoint(base_url=base_url, requests=requests)
