@@ -86,6 +86,22 @@ async def store(store_url: str) -> AsyncIterator[MemoryStore]:
         await opened.close()
 
 
+@pytest.fixture(autouse=True)
+def no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never reach a real model: any call not aimed at a test's own endpoint is refused.
+
+    A developer's ``OPENAI_*`` variables are dropped and the default endpoint points at a
+    closed loopback port; tests that exercise the LLM or embeddings path start a local
+    endpoint and pass its URL explicitly. Hugging Face's hub is switched off too.
+    """
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("PALIMPSEST_SUMMARY_MODEL", raising=False)
+    monkeypatch.delenv("PALIMPSEST_EMBEDDER", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
 @pytest.fixture(scope="session")
 def minilm() -> Iterator[SentenceTransformerEmbedder]:
     """The real all-MiniLM-L6-v2 (the packaged copy), Hugging Face's hub switched off.
