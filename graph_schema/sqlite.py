@@ -423,37 +423,54 @@ class SqliteStore:
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """BM25-ranked FTS5 search over each kind, merged best first (score = -bm25)."""
+        """BM25-ranked FTS5 search over each kind, merged best first (score = -bm25).
+
+        All words first: each kind is searched for rows holding every query word, and
+        only when those are fewer than ``limit`` for rows holding any word, whose new
+        hits follow. Rows holding every word are the better answers, and the any-word
+        query, which makes FTS5 score every row matching one common word, is then only
+        run for the queries that need it. The merge keeps that order: every kind's
+        all-words hits by score, then the rest by score.
+        """
         unknown = set(kinds) - set(q.SEARCHES)
         if unknown:
             raise InvalidInput(f"unknown search kinds {sorted(unknown)}: use message, summary or fact")
         limit = _limit(limit)
-        match = q.fts_query(query)
-        if match is None:
+        if q.fts_query(query) is None:
             return []
         params = {
-            "query": match,
             "partition": partition,
             "thread_id": thread_id,
             "since": None if since is None else _time(since),
             "until": None if until is None else _time(until),
-            "limit": limit,
         }
 
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
-            hits: list[SearchHit] = []
+            ranked: list[tuple[int, SearchHit]] = []
             for kind in dict.fromkeys(kinds):
-                asked = {**params, "query": _without_common_terms(conn, query, match)} if kind == "message" else params
-                for row in conn.execute(q.SEARCHES[kind], asked):
-                    hits.append(
-                        SearchHit(
-                            id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
-                            role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
-                            snippet=row[7], score=row[8],
-                        )
-                    )  # fmt: skip
-            hits.sort(key=lambda hit: -hit.score)
-            return hits[:limit]
+                words = _ranking_words(conn, query) if kind == "message" else query
+                found: set[str] = set()
+                for tier, require_all in enumerate((True, False)):
+                    if tier and (len(found) == limit or len(q.query_words(words)) == 1):
+                        break
+                    asked = {
+                        **params,
+                        "query": q.fts_query(words, require_all=require_all),
+                        "limit": limit + len(found),
+                    }
+                    for row in conn.execute(q.SEARCHES[kind], asked):
+                        if row[0] in found:
+                            continue
+                        found.add(row[0])
+                        ranked.append(
+                            (tier, SearchHit(
+                                id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
+                                role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
+                                snippet=row[7], score=row[8],
+                            ))
+                        )  # fmt: skip
+            ranked.sort(key=lambda entry: (entry[0], -entry[1].score))
+            return [hit for _, hit in ranked[:limit]]
 
         return await self._run(read)
 
@@ -1048,23 +1065,24 @@ class SqliteStore:
         return await self._run(read)
 
 
-def _without_common_terms(conn: sqlite3.Connection, query: str, match: str) -> str:
-    """The messages' FTS query less the terms found in over half the messages.
+def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
+    """The query's words that can rank a message: those in some but not most messages.
 
-    FTS5's bm25 gives such a term an IDF of zero (it clamps it at 1e-6), so it changes
-    no ranking, yet matching it means scoring most of the index: at a million messages
-    a question with "the" in it costs a second instead of milliseconds. Kept as is when
-    the store is small (below ``COMMON_TERM_MIN_ROWS``) or when every term is common.
+    A word in no message matches nothing and adds nothing to any score, yet would make
+    every row fail the all-words query. FTS5's bm25 gives a term found in over half the
+    messages an IDF of zero (it clamps it at 1e-6), so it changes no ranking, yet
+    matching it means scoring most of the index: at a million messages a question with
+    "the" in it costs a second instead of milliseconds. Common terms are kept when the
+    store is small (below ``COMMON_TERM_MIN_ROWS``); the query is kept as is when no
+    word is left.
     """
     (rows,) = conn.execute(q.MESSAGE_ROWS).fetchone()
-    if rows < q.COMMON_TERM_MIN_ROWS:
-        return match
-    words = q.query_words(query)
     kept = []
-    for word in words:
+    for word in q.query_words(query):
         found = conn.execute(q.TERM_DOCS, {"term": word.lower()}).fetchone()
-        if found is None or 2 * found[0] <= rows:
+        if found is None:  # not one index term (accents, "_"): asked to the index itself
+            if conn.execute(q.ANY_MESSAGE_MATCH, {"query": q.fts_query(word)}).fetchone() is not None:
+                kept.append(word)
+        elif rows < q.COMMON_TERM_MIN_ROWS or 2 * found[0] <= rows:
             kept.append(word)
-    if not kept or len(kept) == len(words):
-        return match
-    return q.fts_query(" ".join(kept)) or match
+    return " ".join(kept) if kept else query

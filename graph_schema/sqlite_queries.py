@@ -182,19 +182,24 @@ SEARCHES: dict[str, str] = {
 }
 
 
-def fts_query(text: str) -> str | None:
-    """A safe FTS5 query for any user string: its words, each quoted, OR-ed together.
+def fts_query(text: str, *, require_all: bool = False) -> str | None:
+    """A safe FTS5 query for any user string: its words, each quoted, OR-ed or AND-ed.
 
     Quoting every ``\\w+`` word turns FTS5 syntax (``AND``, ``*``, ``:``, ``"``,
     brackets) into plain words, so no user string can raise a syntax error.
 
+    Args:
+        text: The user's query.
+        require_all: Match only rows holding every word (FTS5's implicit AND of the
+            quoted words) instead of rows holding any of them.
+
     Returns:
         The query, or ``None`` when the text has no word characters (no hits).
     """
-    words = list(dict.fromkeys(_WORD.findall(text)))[:_MAX_QUERY_WORDS]
+    words = query_words(text)
     if not words:
         return None
-    return " OR ".join(f'"{word}"' for word in words)
+    return (" " if require_all else " OR ").join(f'"{word}"' for word in words)
 
 
 # -- maintenance: leases and cycle records ----------------------------------------------
@@ -367,6 +372,8 @@ WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
 MESSAGE_ROWS = "SELECT coalesce(max(pk), 0) FROM messages"
 #: How many messages hold a term (lower-cased, as the index keeps it).
 TERM_DOCS = "SELECT doc FROM messages_vocab WHERE term = :term"
+#: Whether any message matches a full-text query (a word the vocabulary cannot look up).
+ANY_MESSAGE_MATCH = "SELECT 1 FROM messages_fts WHERE messages_fts MATCH :query LIMIT 1"
 #: Below this many messages every term is searched (small stores stay exact to the bit).
 COMMON_TERM_MIN_ROWS = 1000
 

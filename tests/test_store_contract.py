@@ -531,6 +531,31 @@ async def test_better_match_ranks_first(store: MemoryStore) -> None:
     assert hits[0].score > hits[1].score
 
 
+async def test_sqlite_message_holding_every_word_ranks_above_one_word_matches(tmp_path: Path) -> None:
+    # SQLite only: it searches for rows holding every word first, then fills in with rows
+    # holding any word; Neo4j's Lucene ranks all of them together by BM25, where a short
+    # message repeating one rare word can outscore the one answering the whole question.
+    store = SqliteStore(str(tmp_path / "memory.db"))
+    await store.initialize()
+    try:
+        await append(
+            store,
+            "t",
+            [
+                "kafka kafka kafka kafka",
+                "zookeeper zookeeper zookeeper",
+                "our kafka cluster needs a zookeeper quorum before the controller election can run",
+                *(f"filler message number {i} about deployments" for i in range(6)),
+            ],
+        )
+        hits = await store.search_text("kafka zookeeper", partition=P)
+        assert hits[0].snippet.startswith("our kafka cluster")
+        assert sorted(hit.snippet for hit in hits[1:]) == ["kafka kafka kafka kafka", "zookeeper zookeeper zookeeper"]
+        assert len(await store.search_text("kafka zookeeper", partition=P, limit=1)) == 1
+    finally:
+        await store.close()
+
+
 async def test_search_filters_by_thread_time_and_limit(store: MemoryStore) -> None:
     months = [datetime(2024, month, 1, tzinfo=UTC) for month in (1, 2, 3)]
     for thread_id in ("t1", "t2"):
