@@ -25,6 +25,9 @@ import pytest
 from graph_schema.doctor import check_store
 from graph_schema.models import MaintenanceCycle, NewMessage, utcnow
 from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from scheduler.compaction import compact_thread
+from scheduler.config import CompactionSettings
+from scheduler.extractive import ExtractiveSummarizer
 from transcripts import transcript
 
 pytestmark = pytest.mark.slow
@@ -223,8 +226,15 @@ async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(sto
         assert cycle.errors == [STOPPED], "the pass was not stopped midway (make the backlog larger)"
         assert written > 0
         await assert_no_lease_left(store)
-        # The next process picks up where the stopped one left off.
-        assert await store.compaction_candidates(None, min_uncovered=THRESHOLD + KEEP_RECENT + 1, limit=5)
+        # The next process finishes what the stopped one left (leaves or escalations):
+        # afterwards nothing is due and the DAG is still whole.
+        config = CompactionSettings(threshold=THRESHOLD, keep_recent=KEEP_RECENT, escalation_fanin=3)
+        for partition, thread in THREADS[:2]:
+            await compact_thread(store, partition, thread, config, ExtractiveSummarizer())
+            again = await compact_thread(store, partition, thread, config, ExtractiveSummarizer())
+            assert again.status == "nothing_to_do"
+        assert not await store.compaction_candidates(None, min_uncovered=THRESHOLD + KEEP_RECENT + 1, limit=5)
+        assert await check_store(store) == []
     finally:
         await store.close()
 
