@@ -212,7 +212,7 @@ async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(sto
     store = await open_url(store_url)
     try:
         for index, (partition, thread) in enumerate(THREADS[:2]):
-            await store.append_messages(partition, thread, transcript(300, seed=index, prefix=f"{thread}-"))
+            await store.append_messages(partition, thread, transcript(1500, seed=index, prefix=f"{thread}-"))
         async with servers(store_url, 1, tmp_path) as [server]:
 
             async def started() -> bool:
