@@ -13,7 +13,10 @@ call). Every message then gets a vector through ``set_embeddings`` under the rea
 embedder's name: the real all-MiniLM-L6-v2 vector of the sentence the message was built
 around, plus a little noise, since embedding a million messages on a laptop would take
 hours while the search only needs vectors that cluster as real ones do. The queries are
-embedded by the real model, inside the timed call, as a user's would be.
+embedded by the real model, inside the timed call, as a user's would be. With ``--keep
+DIR`` the SQLite files stay in DIR and a store that already holds the size asked for is
+searched as it is (Neo4j too), so a change to the search can be measured again without
+filling a million messages each time.
 
 Each query runs once to warm up, then ``--runs`` timed calls of
 ``server.grep.grep_memories`` per mode (the function the MCP tool calls, ``covered_by``
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -191,21 +195,28 @@ async def measure(store: MemoryStore, embedder: Embedder, mode: str, runs: int) 
     return millis
 
 
-async def open_fresh(kind: str, size: int, neo4j_uri: str | None, directory: Path) -> MemoryStore:
-    """An empty store of ``kind``."""
+async def open_filled(kind: str, size: int, neo4j_uri: str | None, directory: Path) -> tuple[MemoryStore, bool]:
+    """A store of ``kind`` and whether it already holds ``size`` messages (else it is emptied)."""
+    if kind == "neo4j" and neo4j_uri is None:
+        raise SystemExit("--stores neo4j needs --neo4j-uri")
+    url = neo4j_uri if kind == "neo4j" else f"sqlite:///{directory / f'speed-{size}.db'}"
+    store = open_store(url, Neo4jCredentials())
+    await store.initialize()
+    if (await store.stats(PARTITION)).messages == size:
+        return store, True
+    await store.close()
     if kind == "neo4j":
         import neo4j
 
-        if neo4j_uri is None:
-            raise SystemExit("--stores neo4j needs --neo4j-uri")
         async with neo4j.AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
             async with driver.session() as session:
                 await (await session.run(_NEO4J_WIPE)).consume()
-        store = open_store(neo4j_uri, Neo4jCredentials())
     else:
-        store = open_store(f"sqlite:///{directory / f'speed-{size}.db'}")
+        for leftover in directory.glob(f"speed-{size}.db*"):
+            leftover.unlink()
+    store = open_store(url, Neo4jCredentials())
     await store.initialize()
-    return store
+    return store, False
 
 
 async def run(args: argparse.Namespace, console: Console) -> list[Timing]:
@@ -216,14 +227,22 @@ async def run(args: argparse.Namespace, console: Console) -> list[Timing]:
     console.print(f"embedding the {len(base)} sentences messages are built around")
     base_vectors = np.asarray(await embedder.embed(base), dtype=np.float32)
     timings: list[Timing] = []
-    with tempfile.TemporaryDirectory(prefix="palimpsest-speed-", dir=args.tmp) as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="palimpsest-speed-")))
+        else:
+            directory = args.keep
+            directory.mkdir(parents=True, exist_ok=True)
         for kind in args.stores:
             for size in args.sizes:
-                console.print(f"{kind}, {size} messages: filling")
-                store = await open_fresh(kind, size, args.neo4j_uri, Path(tmp))
+                store, filled = await open_filled(kind, size, args.neo4j_uri, directory)
                 try:
-                    seconds = await fill(store, embedder, size, base, base_vectors, console)
-                    console.print(f"  filled in {seconds:.0f} s; searching")
+                    if filled:
+                        console.print(f"{kind}, {size} messages: kept from an earlier run; searching")
+                    else:
+                        console.print(f"{kind}, {size} messages: filling")
+                        seconds = await fill(store, embedder, size, base, base_vectors, console)
+                        console.print(f"  filled in {seconds:.0f} s; searching")
                     for mode in args.modes:
                         timings.append(Timing(kind, size, mode, await measure(store, embedder, mode, args.runs)))
                         latest = timings[-1]
@@ -231,8 +250,6 @@ async def run(args: argparse.Namespace, console: Console) -> list[Timing]:
                         console.print(f"  {mode}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
                 finally:
                     await store.close()
-                    for leftover in Path(tmp).glob("speed-*"):
-                        leftover.unlink()
     return timings
 
 
@@ -258,7 +275,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--modes", default="text,hybrid", help="comma-separated grep_memories modes")
     parser.add_argument("--runs", type=int, default=120, help="timed calls per store, size and mode")
     parser.add_argument("--embedder", default="sentence-transformers:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
-    parser.add_argument("--tmp", default=None, help="directory for the SQLite files")
+    parser.add_argument("--keep", type=Path, default=None, help="keep filled stores here and reuse them")
     args = parser.parse_args(argv)
     args.sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
     args.stores = [store.strip() for store in args.stores.split(",") if store.strip()]

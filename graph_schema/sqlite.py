@@ -427,10 +427,14 @@ class SqliteStore:
 
         All words first: each kind is searched for rows holding every query word, and
         only when those are fewer than ``limit`` for rows holding any word, whose new
-        hits follow. Rows holding every word are the better answers, and the any-word
-        query, which makes FTS5 score every row matching one common word, is then only
-        run for the queries that need it. The merge keeps that order: every kind's
-        all-words hits by score, then the rest by score.
+        hits follow. Rows holding every word are the better answers. The merge keeps
+        that order: every kind's all-words hits by score, then the rest by score.
+
+        Each of those queries ranks at most the newest ``MATCH_CANDIDATES`` rows that
+        match and pass the filters (see ``sqlite_queries``): exact below that, and at a
+        million messages a common word costs milliseconds, not the second it takes to
+        score every row holding it. Past it the newest matches win, as in a memory the
+        recent past usually should.
         """
         unknown = set(kinds) - set(q.SEARCHES)
         if unknown:
@@ -457,6 +461,7 @@ class SqliteStore:
                         **params,
                         "query": q.fts_query(words, require_all=require_all),
                         "limit": limit + len(found),
+                        "candidates": q.MATCH_CANDIDATES,
                     }
                     for row in conn.execute(q.SEARCHES[kind], asked):
                         if row[0] in found:
@@ -1071,18 +1076,19 @@ def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
     A word in no message matches nothing and adds nothing to any score, yet would make
     every row fail the all-words query. FTS5's bm25 gives a term found in over half the
     messages an IDF of zero (it clamps it at 1e-6), so it changes no ranking, yet
-    matching it means scoring most of the index: at a million messages a question with
-    "the" in it costs a second instead of milliseconds. Common terms are kept when the
-    store is small (below ``COMMON_TERM_MIN_ROWS``); the query is kept as is when no
-    word is left.
+    requiring it drops good rows that lack it. How common a word is comes from the
+    newest ``COMMON_TERM_SAMPLE`` messages: counting all of a common word's rows would
+    cost tens of milliseconds at a million. Common terms are kept when the store is small
+    (below ``COMMON_TERM_MIN_ROWS``); the query is kept as is when no word is left.
     """
     (rows,) = conn.execute(q.MESSAGE_ROWS).fetchone()
+    sample = {"after": rows - q.COMMON_TERM_SAMPLE}
     kept = []
     for word in q.query_words(query):
-        found = conn.execute(q.TERM_DOCS, {"term": word.lower()}).fetchone()
-        if found is None:  # not one index term (accents, "_"): asked to the index itself
-            if conn.execute(q.ANY_MESSAGE_MATCH, {"query": q.fts_query(word)}).fetchone() is not None:
-                kept.append(word)
-        elif rows < q.COMMON_TERM_MIN_ROWS or 2 * found[0] <= rows:
+        word_query = q.fts_query(word)
+        (recent,) = conn.execute(q.RECENT_MATCHES, {**sample, "query": word_query}).fetchone()
+        if not recent and conn.execute(q.ANY_MESSAGE_MATCH, {"query": word_query}).fetchone() is None:
+            continue
+        if rows < q.COMMON_TERM_MIN_ROWS or 2 * recent <= min(rows, q.COMMON_TERM_SAMPLE):
             kept.append(word)
     return " ".join(kept) if kept else query

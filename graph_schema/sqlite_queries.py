@@ -142,39 +142,59 @@ GROUP BY level ORDER BY level
 FACT_COUNT = "SELECT count(*) FROM facts WHERE :partition IS NULL OR partition = :partition"
 
 # Full-text search, one query per kind, filtered on each node's created_at as the
-# Neo4j backend does. Snippets are plain text windows around the matched words.
-SEARCH_FILTERS = """
+# Neo4j backend does. FTS5 can only rank by bm25 by scoring every matching row, which
+# at a million messages and a common word is most of a second; walking the index newest
+# first and stopping is cheap. So each query scores at most the newest ``:candidates``
+# rows that match and pass the filters, ranks those, and builds snippets (plain text
+# windows around the matched words) for the ``:limit`` best only.
+_SEARCH_FILTERS = """
   AND (:partition IS NULL OR n.partition = :partition)
   AND (:thread_id IS NULL OR n.thread_id = :thread_id)
 """
-SEARCH_MESSAGES = f"""
-SELECT n.id, n.source_id, n.thread_id, n.partition, n.role, NULL AS level, n.created_at,
-       snippet(messages_fts, 0, '', '', '…', 40) AS snippet, -bm25(messages_fts) AS score
-FROM messages_fts JOIN messages AS n ON n.pk = messages_fts.rowid
-WHERE messages_fts MATCH :query {SEARCH_FILTERS}
+_TIME_FILTERS = """
   AND (:since IS NULL OR n.created_at >= :since) AND (:until IS NULL OR n.created_at <= :until)
-ORDER BY bm25(messages_fts) LIMIT :limit
 """
-SEARCH_SUMMARIES = f"""
-SELECT n.id, NULL AS source_id, n.thread_id, n.partition, NULL AS role, n.level, n.created_at,
-       snippet(summaries_fts, 0, '', '', '…', 40) AS snippet, -bm25(summaries_fts) AS score
-FROM summaries_fts JOIN summaries AS n ON n.pk = summaries_fts.rowid
-WHERE summaries_fts MATCH :query {SEARCH_FILTERS}
-  AND (:since IS NULL OR n.created_at >= :since) AND (:until IS NULL OR n.created_at <= :until)
-ORDER BY bm25(summaries_fts) LIMIT :limit
-"""
-SEARCH_FACTS = """
-SELECT n.id, NULL AS source_id, n.thread_id, n.partition, NULL AS role, NULL AS level,
-       n.created_at, snippet(facts_fts, 0, '', '', '…', 40) AS snippet, -bm25(facts_fts) AS score
-FROM facts_fts JOIN facts AS n ON n.pk = facts_fts.rowid
-WHERE facts_fts MATCH :query
+_FACT_FILTERS = """
   AND (:partition IS NULL OR n.partition = :partition)
   AND (:thread_id IS NULL OR EXISTS (
       SELECT 1 FROM fact_sources AS fs JOIN messages AS m ON m.id = fs.message_id
       WHERE fs.fact_id = n.id AND m.thread_id = :thread_id))
-  AND (:since IS NULL OR n.created_at >= :since) AND (:until IS NULL OR n.created_at <= :until)
-ORDER BY bm25(facts_fts) LIMIT :limit
 """
+
+
+def _ranked_search(fts: str, table: str, columns: str, filters: str) -> str:
+    """Search ``fts``: the newest ``:candidates`` matches ranked by bm25, ``:limit`` returned."""
+    return f"""
+WITH ranked AS (
+    SELECT pk, score FROM (
+        SELECT n.pk, -bm25({fts}) AS score
+        FROM {fts} JOIN {table} AS n ON n.pk = {fts}.rowid
+        WHERE {fts} MATCH :query {filters}
+        ORDER BY {fts}.rowid DESC LIMIT :candidates
+    ) ORDER BY score DESC, pk DESC LIMIT :limit
+)
+SELECT {columns}, snippet({fts}, 0, '', '', '…', 40), ranked.score
+FROM ranked JOIN {table} AS n ON n.pk = ranked.pk JOIN {fts} ON {fts}.rowid = ranked.pk
+WHERE {fts} MATCH :query
+ORDER BY ranked.score DESC, ranked.pk DESC
+"""
+
+
+SEARCH_MESSAGES = _ranked_search(
+    "messages_fts", "messages", "n.id, n.source_id, n.thread_id, n.partition, n.role, NULL, n.created_at",
+    _SEARCH_FILTERS + _TIME_FILTERS,
+)  # fmt: skip
+SEARCH_SUMMARIES = _ranked_search(
+    "summaries_fts", "summaries", "n.id, NULL, n.thread_id, n.partition, NULL, n.level, n.created_at",
+    _SEARCH_FILTERS + _TIME_FILTERS,
+)  # fmt: skip
+SEARCH_FACTS = _ranked_search(
+    "facts_fts", "facts", "n.id, NULL, n.thread_id, n.partition, NULL, NULL, n.created_at",
+    _FACT_FILTERS + _TIME_FILTERS,
+)  # fmt: skip
+#: Rows each full-text query ranks at most: the newest that match. Every match is
+#: ranked while a query has fewer; past it, bm25 orders the newest this many.
+MATCH_CANDIDATES = 2000
 SEARCHES: dict[str, str] = {
     "message": SEARCH_MESSAGES,
     "summary": SEARCH_SUMMARIES,
@@ -370,10 +390,13 @@ WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
 """
 #: Messages written so far: they are never deleted, so the largest pk is their count.
 MESSAGE_ROWS = "SELECT coalesce(max(pk), 0) FROM messages"
-#: How many messages hold a term (lower-cased, as the index keeps it).
-TERM_DOCS = "SELECT doc FROM messages_vocab WHERE term = :term"
-#: Whether any message matches a full-text query (a word the vocabulary cannot look up).
+#: How many of the messages after ``:after`` (a pk) match a full-text query: FTS5 seeks
+#: to the rowid, so this costs the size of that window, not of the index.
+RECENT_MATCHES = "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :query AND rowid > :after"
+#: Whether any message matches a full-text query.
 ANY_MESSAGE_MATCH = "SELECT 1 FROM messages_fts WHERE messages_fts MATCH :query LIMIT 1"
+#: How many of the newest messages ``RECENT_MATCHES`` samples to tell a common word.
+COMMON_TERM_SAMPLE = 2000
 #: Below this many messages every term is searched (small stores stay exact to the bit).
 COMMON_TERM_MIN_ROWS = 1000
 

@@ -294,3 +294,26 @@ async def test_sqlite_text_search_skips_terms_in_most_messages_without_changing_
         assert len(only_common) == 5, "a query of common terms only is searched as asked"
     finally:
         await store.close()
+
+
+async def test_sqlite_text_search_ranks_only_the_newest_matches_past_the_candidate_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(str(tmp_path / "capped.db"))
+    await store.initialize()
+    try:
+        strong = [NewMessage(role="user", content=f"redis redis redis old {index}") for index in range(10)]
+        weak = [NewMessage(role="user", content=f"redis and many other words, new {index}") for index in range(10)]
+        await store.append_messages(P, "t", [*strong, *weak])
+        await store.append_messages("elsewhere", "t-other", [NewMessage(role="user", content="redis newest")] * 10)
+
+        exact = await store.search_text("redis", partition=P, limit=5)
+        assert all(found.snippet.startswith("redis redis redis old") for found in exact)
+
+        monkeypatch.setattr("graph_schema.sqlite_queries.MATCH_CANDIDATES", 10)
+        capped = await store.search_text("redis", partition=P, limit=5)
+        assert len(capped) == 5, "the partition filter applies before the cap"
+        assert all(found.snippet.startswith("redis and many other words, new") for found in capped)
+        assert {found.partition for found in capped} == {P}
+    finally:
+        await store.close()

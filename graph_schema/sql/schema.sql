@@ -209,7 +209,3 @@ CREATE TRIGGER IF NOT EXISTS embeddings_fact_delete AFTER DELETE ON facts BEGIN
     DELETE FROM embeddings WHERE node_id = old.id;
     UPDATE vector_index SET version = version + 1;
 END;
-
--- Hybrid search: how many messages hold each term, read from the FTS index itself
--- (fts5vocab stores nothing); text search skips terms in over half the messages.
-CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, 'row');
