@@ -34,6 +34,11 @@ def fact_id(partition: str, text: str, source_message_id: str) -> str:
     return "fact_" + _hex("fact", partition, text, source_message_id)[:32]
 
 
+#: What ``json.dumps(..., ensure_ascii=False)`` builds on every call, built once: the
+#: same bytes, without paying for a new encoder per message at ingest.
+_JSON = json.JSONEncoder(ensure_ascii=False)
+
+
 def message_sha256(
     partition: str,
     thread_id: str,
@@ -47,9 +52,7 @@ def message_sha256(
     JSON-encoding the fields keeps the hash unambiguous whatever bytes the content
     holds (no separator can be forged from inside a field).
     """
-    payload = json.dumps(
-        [partition, thread_id, source_id, role, content, tool_call_id], ensure_ascii=False
-    )
+    payload = _JSON.encode([partition, thread_id, source_id, role, content, tool_call_id])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
