@@ -6,6 +6,8 @@
 #
 # NEO4J_STATE (default .cache/neo4j/dev) holds one server's pid, URI, data and log, so
 # `make test` runs its own server beside a developer's `make neo4j-start` one.
+# NEO4J_HEAP (default 1g) is the JVM heap: enough for tests and 100k messages; give a
+# million-message benchmark 4g.
 # The jars come from Maven Central once and stay in .cache/neo4j/lib (and ~/.m2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,7 +69,7 @@ start() {
     rm -rf "$state"
     mkdir -p "$state"
     port=$(free_port)
-    nohup java -Xms256m -Xmx1g -XX:+UseSerialGC \
+    nohup java -Xms256m "-Xmx${NEO4J_HEAP:-1g}" -XX:+UseSerialGC \
         -cp "$lib/*:$classes" Launcher "$state/home" "$port" >"$state/log" 2>&1 &
     echo $! >"$state/pid"
     for _ in $(seq 1 240); do
