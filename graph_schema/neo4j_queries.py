@@ -1,7 +1,7 @@
 """Every Cypher query of the Neo4j backend, as constants with parameters only.
 
-Kept beside `graph_schema.neo4j` (which alone imports it) so the store's logic and its
-queries each stay readable. The schema DDL lives in ``cypher/schema.cypher``; the
+Kept apart from the backend's modules (``neo4j`` and its ``neo4j_*`` feature modules,
+which alone import it) so the store's logic and its queries each stay readable. The schema DDL lives in ``cypher/schema.cypher``; the
 Lucene query made from a user's search string is built here too. Queries are
 ``LiteralString`` so no value is ever formatted into Cypher: fragments below are
 joined only with other literals.

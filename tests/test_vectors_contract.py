@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_schema import neo4j as neo4j_backend
+from graph_schema import neo4j_vectors as neo4j_backend
 from graph_schema.errors import Conflict, InvalidInput
 from graph_schema.identity import estimate_tokens
 from graph_schema.models import MAX_EMBED_CHARS, NewFact, NewMessage, NewSummary
