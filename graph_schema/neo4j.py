@@ -256,13 +256,18 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Lucene full-text search over the ``memory_text`` index (see `MemoryStore`)."""
+        """Lucene full-text search over the ``memory_text`` index (see `MemoryStore`).
+
+        Lucene is asked for its top candidates, not every match (`Neo4jBase._top_hits`):
+        at a million messages a question holding "the" matches them all.
+        """
         check_limit(limit)
         lucene = q.lucene_query(query)
         if lucene is None or not kinds:
             return []
-        rows = await self._query(
+        rows = await self._top_hits(
             q.SEARCH_TEXT,
+            q.SEARCH_TEXT_ALL,
             query=lucene,
             partition=partition,
             thread_id=thread_id,

@@ -36,6 +36,14 @@ T = TypeVar("T")
 
 #: Stands for "no upper bound" where Cypher needs a number (LIMIT, a seq bound).
 UNBOUNDED = sys.maxsize
+#: Index candidates asked per hit wanted, and at least this many: the fulltext and
+#: vector indexes answer before the partition, thread, kind and time filters apply,
+#: and asking again costs a round trip.
+CANDIDATE_OVERSAMPLE = 4
+CANDIDATES_MIN = 64
+#: Past this many candidates a search stops asking an index for its top k and reads
+#: every match instead (an index allocates room for k up front).
+CANDIDATES_MAX = 4096
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The timestamps message and summary queries return as epoch microseconds.
 _EPOCH_US_KEYS = ("created_at", "earliest_at", "latest_at")
@@ -161,6 +169,30 @@ class Neo4jBase:
     async def _run(tx: AsyncManagedTransaction, query: LiteralString, /, **params: Any) -> list[dict[str, Any]]:
         result = await tx.run(query, params)
         return [record.data() async for record in result]
+
+    async def _top_hits(
+        self, top_k: LiteralString, every_match: LiteralString, /, *, limit: int, **params: Any
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` hits of an index search, asking the index for as few candidates as will do.
+
+        An index ranks its top ``k`` far faster than all its matches (Lucene skips
+        whole blocks that cannot make the top ``k``; the vector index walks less of its
+        graph), but the filters apply after it answers. So ``top_k`` (a query taking
+        ``$k`` and returning one row of ``candidates``, the index's answer count, and
+        ``hits``, those that passed the filters) is asked for ``limit`` times
+        `CANDIDATE_OVERSAMPLE` candidates, then eight times more while too few pass
+        and the index had more; past `CANDIDATES_MAX`, ``every_match`` (one ``hit`` a
+        row) ranks every match instead.
+        """
+        k = max(limit * CANDIDATE_OVERSAMPLE, CANDIDATES_MIN)
+        while k <= CANDIDATES_MAX:
+            (row,) = await self._query(top_k, k=k, limit=limit, **params)
+            if len(row["hits"]) >= limit or row["candidates"] < k:
+                return row["hits"]
+            if k == CANDIDATES_MAX:
+                break
+            k = min(k * 8, CANDIDATES_MAX)
+        return [row["hit"] for row in await self._query(every_match, limit=limit, **params)]
 
     async def _thread_record(self, partition: str | None, thread_id: str) -> dict[str, Any]:
         rows = await self._query(q.GET_THREAD, partition=partition, thread_id=thread_id)

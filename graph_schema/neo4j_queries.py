@@ -148,9 +148,7 @@ WHERE $partition IS NULL OR m.partition = $partition
 RETURN """ + _MESSAGE_PROPS + """ AS props
 """
 
-#: Lucene hits in score order, filtered; no ORDER BY so the filter streams.
-SEARCH_TEXT: LiteralString = """
-CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
+_TEXT_FILTERS: LiteralString = """
 WITH node, score,
     CASE WHEN node:Message THEN 'message' WHEN node:Summary THEN 'summary' ELSE 'fact' END AS kind
 WHERE kind IN $kinds
@@ -159,11 +157,29 @@ WHERE kind IN $kinds
         OR (node:Fact AND EXISTS { (node)-[:EXTRACTED_FROM]->(:Message {thread_id: $thread_id}) }))
     AND ($since IS NULL OR node.created_at >= $since)
     AND ($until IS NULL OR node.created_at <= $until)
-RETURN node.id AS id, kind, node.thread_id AS thread_id, node.partition AS partition, score,
-    coalesce(node.content, node.text) AS text, node.created_at AS created_at,
-    node.source_id AS source_id, node.level AS level, node.role AS role
+"""
+_TEXT_HIT: LiteralString = """{id: node.id, kind: kind, thread_id: node.thread_id, partition: node.partition,
+    score: score, text: coalesce(node.content, node.text), created_at: node.created_at,
+    source_id: node.source_id, level: node.level, role: node.role} AS hit
 LIMIT $limit
 """
+
+#: Lucene's top ``$k`` (it skips what cannot make them), filtered; ``candidates`` says
+#: whether the index had more to give. Hits stay in Lucene's score order.
+SEARCH_TEXT: LiteralString = """
+CALL db.index.fulltext.queryNodes('memory_text', $query, {limit: $k}) YIELD node, score
+WITH collect([node, score]) AS found
+RETURN size(found) AS candidates, COLLECT {
+    UNWIND found AS pair
+    WITH pair[0] AS node, pair[1] AS score
+    """ + _TEXT_FILTERS + "RETURN " + _TEXT_HIT + """} AS hits
+"""
+
+#: Every Lucene match in score order, filtered (no ORDER BY, so the filter streams):
+#: when the top candidates held too few that pass the filters.
+SEARCH_TEXT_ALL: LiteralString = """
+CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
+""" + _TEXT_FILTERS + "RETURN " + _TEXT_HIT
 
 STATS: LiteralString = """
 MATCH (t:Thread)

@@ -3,7 +3,8 @@
 Vectors live on ``(:Embedding)-[:EMBEDS]->(node)`` nodes indexed by the
 ``memory_embedding`` vector index. The index gives approximate candidates before the
 partition, kind and time filters apply, so `Neo4jVectors.vector_search` widens its
-candidate count until enough pass, and ranks exactly past `VECTOR_CANDIDATES_MAX`.
+candidate count until enough pass, and ranks exactly past ``CANDIDATES_MAX``
+(`Neo4jBase._top_hits`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,6 @@ from graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, MessageRef, Sear
 from graph_schema.neo4j_base import Neo4jBase, aware, native
 from graph_schema.prepare import check_limit, unique_ids
 from graph_schema.vectors import SNIPPET_CHARS, check_index_args, check_kinds, head_snippet, unit_vectors
-
-#: Vector-index candidates asked per hit wanted, and at least this many: filters
-#: (partition, kind, time) drop some, and asking again costs a round trip.
-VECTOR_OVERSAMPLE = 4
-VECTOR_CANDIDATES_MIN = 64
-#: Past this many candidates the partition's vectors are ranked exactly instead.
-VECTOR_CANDIDATES_MAX = 4096
-
 
 def _vector_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
     """Semantic hits from ranked rows, best first (ties by id, as the query orders them)."""
@@ -127,7 +120,7 @@ class Neo4jVectors(Neo4jBase):
 
         A thread is ranked exactly from its own vectors. Otherwise the vector index gives
         ``k`` candidates, ``k`` grows while too few pass the filters and the index had
-        more, and past `VECTOR_CANDIDATES_MAX` the partition is ranked exactly.
+        more, and past ``CANDIDATES_MAX`` the partition is ranked exactly (`Neo4jBase._top_hits`).
         """
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
@@ -149,16 +142,8 @@ class Neo4jVectors(Neo4jBase):
         if thread_id is not None:
             found = [row["hit"] for row in await self._query(q.VECTOR_SEARCH_THREAD, **params)]
             return _vector_hits(found)
-        k = max(limit * VECTOR_OVERSAMPLE, VECTOR_CANDIDATES_MIN)
-        while True:
-            (row,) = await self._query(q.VECTOR_SEARCH, k=k, **params)
-            if len(row["hits"]) >= limit or row["candidates"] < k:
-                return _vector_hits(row["hits"])
-            if k >= VECTOR_CANDIDATES_MAX:
-                break
-            k = min(k * 8, VECTOR_CANDIDATES_MAX)
         exact = q.VECTOR_SEARCH_ALL if partition is None else q.VECTOR_SEARCH_PARTITION
-        return _vector_hits([row["hit"] for row in await self._query(exact, **params)])
+        return _vector_hits(await self._top_hits(q.VECTOR_SEARCH, exact, **params))
 
     # -- hybrid search: candidate positions and metadata -------------------------------
 

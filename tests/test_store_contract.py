@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graph_schema import neo4j_base
 from graph_schema import sqlite as sqlite_backend
 from graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
 from graph_schema.identity import estimate_tokens, message_sha256
@@ -251,6 +252,23 @@ async def test_reads_from_another_partition_are_not_found(store: MemoryStore) ->
     # None means every partition, explicitly.
     assert (await store.get_thread(None, "t")).partition == P
     assert (await store.get_message(None, message_id)).content == "secret of ide a"
+
+
+async def test_search_finds_a_partition_crowded_out_of_the_index_top_candidates(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neo4j asks Lucene for its top candidates before the partition filter applies: 300
+    # better matches elsewhere must make it ask for more, then read every match.
+    await append(store, "busy", ["kubernetes kubernetes crowd"] * 300, partition=OTHER)
+    mine = ["kubernetes rollout notes, with many more words around the one that matters here"] * 3
+    await append(store, "quiet", mine)
+
+    for widest in (neo4j_base.CANDIDATES_MAX, neo4j_base.CANDIDATES_MIN):
+        monkeypatch.setattr(neo4j_base, "CANDIDATES_MAX", widest)
+        hits = await store.search_text("kubernetes", partition=P, limit=3)
+        assert [(hit.thread_id, hit.partition) for hit in hits] == [("quiet", P)] * 3
+    everywhere = await store.search_text("kubernetes", partition=None, limit=5)
+    assert {hit.thread_id for hit in everywhere} == {"busy"}
 
 
 async def test_search_stats_and_listing_are_scoped_to_the_partition(store: MemoryStore) -> None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_schema import neo4j_vectors as neo4j_backend
+from graph_schema import neo4j_base
 from graph_schema.errors import Conflict, InvalidInput
 from graph_schema.identity import estimate_tokens
 from graph_schema.models import MAX_EMBED_CHARS, NewFact, NewMessage, NewSummary
@@ -250,7 +250,7 @@ async def test_a_partition_crowded_out_of_the_index_still_gets_its_hits(
     assert [hit.id for hit in hits] == own
     assert all(hit.partition == P for hit in hits)
     # Neo4j: when even the widest index query is crowded out, the partition is ranked exactly.
-    monkeypatch.setattr(neo4j_backend, "VECTOR_CANDIDATES_MAX", neo4j_backend.VECTOR_CANDIDATES_MIN)
+    monkeypatch.setattr(neo4j_base, "CANDIDATES_MAX", neo4j_base.CANDIDATES_MIN)
     assert [hit.id for hit in await store.vector_search([1.0, 0.0, 0.0, 0.0], partition=P, limit=3)] == own
     late = T0 + timedelta(minutes=250)
     hits = await store.vector_search([1.0, 0.0, 0.0, 0.0], partition=None, since=late, limit=2)
