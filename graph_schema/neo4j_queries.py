@@ -578,12 +578,14 @@ _VECTOR_FILTERS: LiteralString = """
     AND ($until IS NULL OR e.created_at <= $until)
 """
 
-#: Exact cosine (Neo4j's functions give (1 + cos) / 2), best first, then what a hit shows.
+#: Exact cosine (Neo4j's functions give (1 + cos) / 2; the index's own scores are of
+#: quantized vectors), best first, ties by node id; only the best few are then joined to
+#: the node they describe, for what a hit shows.
 _RANKED: LiteralString = """
-MATCH (e)-[:EMBEDS]->(n)
-WITH e, n, 2 * vector.similarity.cosine(e.vector, $vector) - 1 AS score
-ORDER BY score DESC, n.id
+WITH e, 2 * vector.similarity.cosine(e.vector, $vector) - 1 AS score
+ORDER BY score DESC, e.node_id
 LIMIT $limit
+MATCH (e)-[:EMBEDS]->(n)
 """
 _HIT: LiteralString = """{id: n.id, kind: e.kind, thread_id: n.thread_id, partition: n.partition, score: score,
     text: left(coalesce(n.content, n.text), $chars), created_at: n.created_at,
