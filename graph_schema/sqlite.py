@@ -287,11 +287,12 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 for tier, require_all in enumerate((True, False)):
                     if tier and (len(found) == limit or len(q.query_words(words)) == 1):
                         break
+                    wanted = limit + len(found)
                     asked = {
                         **params,
                         "query": q.fts_query(words, require_all=require_all),
-                        "limit": limit + len(found),
-                        "candidates": q.MATCH_CANDIDATES,
+                        "limit": wanted,
+                        "candidates": max(q.MATCH_CANDIDATES, wanted),
                     }
                     for row in conn.execute(q.SEARCHES[kind], asked):
                         if row[0] in found:

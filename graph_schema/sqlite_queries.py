@@ -192,8 +192,9 @@ SEARCH_FACTS = _ranked_search(
     "facts_fts", "facts", "n.id, NULL, n.thread_id, n.partition, NULL, NULL, n.created_at",
     _FACT_FILTERS + _TIME_FILTERS,
 )  # fmt: skip
-#: Rows each full-text query ranks at most: the newest that match. Every match is
-#: ranked while a query has fewer; past it, bm25 orders the newest this many.
+#: Rows each full-text query ranks at most (or the hits asked for, if more): the newest
+#: that match. Every match is ranked while a query has fewer; past it, bm25 orders the
+#: newest this many.
 MATCH_CANDIDATES = 2000
 SEARCHES: dict[str, str] = {
     "message": SEARCH_MESSAGES,

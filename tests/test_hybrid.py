@@ -315,5 +315,6 @@ async def test_sqlite_text_search_ranks_only_the_newest_matches_past_the_candida
         assert len(capped) == 5, "the partition filter applies before the cap"
         assert all(found.snippet.startswith("redis and many other words, new") for found in capped)
         assert {found.partition for found in capped} == {P}
+        assert len(await store.search_text("redis", partition=P, limit=15)) == 15, "a larger page widens the cap"
     finally:
         await store.close()
