@@ -363,6 +363,11 @@ EMBEDDING_EXTENT = {
     True: "SELECT count(*), coalesce(max(pk), 0) FROM embeddings WHERE partition = :partition AND model = :model",
     False: "SELECT count(*), coalesce(max(pk), 0) FROM embeddings WHERE model = :model",
 }
+#: How many of those rows come after ``:after`` (a pk): an append only, if they make up the count.
+EMBEDDING_COUNT_AFTER = {
+    True: "SELECT count(*) FROM embeddings WHERE partition = :partition AND model = :model AND pk > :after",
+    False: "SELECT count(*) FROM embeddings WHERE model = :model AND pk > :after",
+}
 _ROWS = "SELECT pk, node_id, kind, thread_id, created_us, vector FROM embeddings"
 EMBEDDING_ROWS = {
     True: _ROWS + " WHERE partition = :partition AND model = :model AND pk > :after ORDER BY pk",

@@ -30,6 +30,10 @@ from graph_schema.vectors import (
     unit_vectors,
 )
 
+#: Stored vectors read per step when a partition's matrix is loaded (about 1.5 MB each
+#: thousand at 384 dimensions): large enough to amortise the fetch, small beside the matrix.
+MATRIX_LOAD_ROWS = 50_000
+
 
 class SqliteVectors(SqliteBase):
     """Embeddings and vector search, apart because they keep an in-memory matrix cache beside the tables."""
@@ -173,7 +177,9 @@ class SqliteVectors(SqliteBase):
 
         Unchanged version: nothing to read. Rows only appended since (the count grew by
         exactly the rows past the last pk seen): read those. Anything else (a vector
-        replaced, a fact cleared): read the partition again.
+        replaced, a fact cleared): read the partition again. Rows are read in chunks of
+        `MATRIX_LOAD_ROWS` into buffers sized first, so a million vectors never sit in
+        memory twice.
         """
         with transaction(conn, "DEFERRED"):
             index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
@@ -186,13 +192,14 @@ class SqliteVectors(SqliteBase):
             count, max_pk = conn.execute(q.EMBEDDING_EXTENT[scoped], scope).fetchone()
             if matrix is None or max_pk < matrix.max_pk:
                 matrix = VectorMatrix(dimensions)
-            after = matrix.max_pk
-            rows = [MatrixRow(*row) for row in conn.execute(q.EMBEDDING_ROWS[scoped], {**scope, "after": after})]
-            if matrix.size + len(rows) != count:
+            (new,) = conn.execute(q.EMBEDDING_COUNT_AFTER[scoped], {**scope, "after": matrix.max_pk}).fetchone()
+            if matrix.size + new != count:
                 matrix = VectorMatrix(dimensions)
-                if after:
-                    rows = [MatrixRow(*row) for row in conn.execute(q.EMBEDDING_ROWS[scoped], {**scope, "after": 0})]
-            matrix.extend(rows)
+                new = count
+            matrix.reserve(new)
+            rows = conn.execute(q.EMBEDDING_ROWS[scoped], {**scope, "after": matrix.max_pk})
+            while chunk := rows.fetchmany(MATRIX_LOAD_ROWS):
+                matrix.extend([MatrixRow(*row) for row in chunk])
             matrix.version = version
             self._vectors.matrices[partition] = matrix
             return matrix

@@ -118,19 +118,18 @@ class VectorMatrix:
     _matrix: np.ndarray | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` more, so a load in chunks copies the buffers once at most."""
+        with self._lock:
+            self._fit(self.size + rows)
+
     def extend(self, rows: Sequence[MatrixRow]) -> None:
         """Append rows (in pk order), growing the buffers by a quarter when they are full."""
         if not rows:
             return
         with self._lock:
             end = self.size + len(rows)
-            if self._matrix is None or end > len(self._matrix):
-                # A quarter of headroom: the next appends (one per tool call) fit without a copy.
-                capacity = max(end + end // 4, 1024)
-                self._matrix = _grown(self._matrix, (capacity, self.dimensions), np.float32, self.size)
-                self._kinds = _grown(self._kinds, (capacity,), np.int8, self.size)
-                self._threads = _grown(self._threads, (capacity,), np.int32, self.size)
-                self._created = _grown(self._created, (capacity,), np.int64, self.size)
+            self._fit(end)
             block = np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4")
             self._matrix[self.size : end] = block.reshape(len(rows), self.dimensions)
             self._kinds[self.size : end] = [KIND_CODES[row.kind] for row in rows]
@@ -141,6 +140,17 @@ class VectorMatrix:
             self.ids.extend(row.node_id for row in rows)
             self.max_pk = rows[-1].pk
             self.size = end
+
+    def _fit(self, end: int) -> None:
+        """Grow the buffers to hold ``end`` rows, if they cannot yet (the lock is held)."""
+        if self._matrix is not None and end <= len(self._matrix):
+            return
+        # A quarter of headroom: the next appends (one per tool call) fit without a copy.
+        capacity = max(end + end // 4, 1024)
+        self._matrix = _grown(self._matrix, (capacity, self.dimensions), np.float32, self.size)
+        self._kinds = _grown(self._kinds, (capacity,), np.int8, self.size)
+        self._threads = _grown(self._threads, (capacity,), np.int32, self.size)
+        self._created = _grown(self._created, (capacity,), np.int64, self.size)
 
     def nearest(
         self,
