@@ -29,8 +29,11 @@ from graph_schema.store import MemoryStore
 from scheduler.embedders import make_embedder
 from scheduler.embedding import backfill_embeddings
 from server import output
+from server.claude_code import PARTITION as CLAUDE_PARTITION
+from server.claude_hook import ingest_hook, read_hook_input
+from server.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, AssembledContext, assemble_context
 from server.grep import GrepResult, grep_memories
-from server.ingest import IngestReport, ingest_files
+from server.ingest import FileIngest, IngestReport, expand_paths, ingest_files
 from server.settings import Settings
 
 T = TypeVar("T")
@@ -68,6 +71,8 @@ class IngestFormat(StrEnum):
     """Transcript formats ``ingest`` reads."""
 
     auto = "auto"
+    claude = "claude"
+    codex = "codex"
     jsonl = "jsonl"
 
 
@@ -143,36 +148,54 @@ async def _on_store(settings: Settings, use: Callable[[MemoryStore], Awaitable[T
 def ingest(
     paths: Annotated[
         list[Path],
-        typer.Argument(exists=True, dir_okay=False, readable=True, help="Transcript files, ingested in order."),
+        typer.Argument(
+            exists=True,
+            readable=True,
+            help="Transcript files, ingested in order; a directory stands for every *.jsonl under it, sorted.",
+        ),
     ],
     format: Annotated[
-        IngestFormat, typer.Option("--format", help="File format; auto judges by content.")
+        IngestFormat, typer.Option("--format", help="File format; auto judges each file by its content.")
     ] = IngestFormat.auto,
-    partition: PartitionOption = None,
+    partition: Annotated[
+        str | None,
+        typer.Option(
+            "--partition",
+            metavar="NAME",
+            help="Partition to write to; else PALIMPSEST_PARTITION, else the format's own: "
+            "claude, codex, or 'default' for jsonl.",
+        ),
+    ] = None,
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Append transcript files to the store; ingesting a file again adds nothing.
+    """Append transcripts to the store; ingesting a file again adds nothing, a grown one only its new lines.
 
-    Each JSONL line is an object with thread_id, role and content.
-
-    Optional keys: message_id, created_at, partition, project, tool_call_id, metadata.
+    Formats: jsonl (one object a line with thread_id, role and content; optional message_id, created_at,
+    partition, project, tool_call_id, metadata), claude (Claude Code's ~/.claude/projects/*/*.jsonl) and
+    codex (Codex's ~/.codex/sessions rollouts).
 
     A bad line stops its file with FILE:LINE, and nothing from that file is written.
 
-    Example: palimpsest ingest chats/session-1.jsonl chats/session-2.jsonl --partition claude-code
+    Example: palimpsest ingest ~/.codex/sessions --format codex
     """
     settings = _settings(store, partition)
-    target = _home(settings)
-    big = sum(path.stat().st_size for path in paths) >= PROGRESS_BYTES
+    try:
+        files = expand_paths(paths)
+    except PalimpsestError as exc:
+        raise _fail(str(exc)) from None
+    big = sum(path.stat().st_size for path in files) >= PROGRESS_BYTES
     show_bar = big and not json and sys.stderr.isatty()
 
     async def work(opened: MemoryStore) -> IngestReport:
         embedder = make_embedder(settings.embedder, settings.llm)
         with output.ingest_progress(show_bar) as progress:
-            report = await ingest_files(opened, paths, partition=target, format=format.value, progress=progress)
+            report = await ingest_files(
+                opened, files, partition=settings.partition, format=format.value, progress=progress
+            )
         if embedder is not None:
-            embedded = await backfill_embeddings(opened, embedder, partition=target)
+            written = sorted({name for item in report.files for name in item.partitions})
+            embedded = sum([await backfill_embeddings(opened, embedder, partition=name) for name in written])
             typer.echo(f"embedded {embedded} nodes for semantic search ({embedder.name})", err=True)
         return report
 
@@ -181,6 +204,51 @@ def ingest(
         output.print_json(report)
     else:
         output.stdout_console().print(output.ingest_table(report))
+
+
+# -- hooks: agents feeding memory as they work ---------------------------------------------
+
+hook_app = typer.Typer(
+    name="hook",
+    help="Commands an agent runs as its hooks, to store every turn as it happens.\n\nExample: palimpsest hook claude",
+    no_args_is_help=True,
+)
+app.add_typer(hook_app)
+
+
+@hook_app.command("claude")
+def hook_claude(
+    partition: Annotated[
+        str | None,
+        typer.Option(
+            "--partition", metavar="NAME", help="Partition to write to; else PALIMPSEST_PARTITION, else claude."
+        ),
+    ] = None,
+    store: StoreOption = None,
+    json: Annotated[
+        bool, typer.Option("--json", help="Print what was ingested as JSON (a hook prints nothing).")
+    ] = False,
+) -> None:
+    """A Claude Code hook: reads the hook's JSON on stdin and ingests the session's new lines.
+
+    Register it on Stop, PreCompact and SessionEnd in .claude/settings.json (see the README).
+
+    Prints nothing on success; on failure one line on stderr and exit code 1 (never 2, which would block Claude Code).
+
+    Example: palimpsest hook claude --partition claude
+    """
+    settings = _settings(store, partition)
+    try:
+        hook = read_hook_input(sys.stdin.read())
+    except PalimpsestError as exc:
+        raise _fail(str(exc)) from None
+
+    async def work(opened: MemoryStore) -> FileIngest:
+        return await ingest_hook(opened, hook, partition=settings.partition or CLAUDE_PARTITION)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
 
 
 @app.command()
@@ -614,3 +682,59 @@ def recall(
         output.print_json(result)
     else:
         output.stdout_console().print(output.recall_table(result))
+
+
+# -- context assembly ----------------------------------------------------------------------
+
+
+def _context_table(result: AssembledContext) -> Table:
+    """One row per section (what it shows and its tokens), one per section that left something out."""
+    table = Table(title=f"context of {result.thread_id}")
+    for name in ("section", "items", "tokens", "left out"):
+        table.add_column(name, justify="left" if name == "section" else "right")
+    left_out = {pruned.name: pruned.count for pruned in result.pruned}
+    for section in result.sections:
+        table.add_row(section.name, str(len(section.ids)), str(section.tokens), str(left_out.pop(section.name, 0)))
+    for name, count in left_out.items():
+        table.add_row(name, "0", "0", str(count))
+    table.add_section()
+    spent = f"{result.total_tokens} / {result.budget_tokens}"
+    table.add_row("total", "", spent, str(sum(pruned.count for pruned in result.pruned)))
+    return table
+
+
+@app.command()
+def context(
+    thread_id: Annotated[str, typer.Argument(help="The thread whose context to assemble.")],
+    budget: Annotated[
+        int,
+        typer.Option(
+            "--budget", metavar="TOKENS", min=MIN_BUDGET, max=MAX_BUDGET, help="Most tokens the text may take."
+        ),
+    ] = DEFAULT_BUDGET,
+    query: Annotated[
+        str | None, typer.Option("--query", metavar="TEXT", help="What you work on: adds a recall section.")
+    ] = None,
+    partition: PartitionOption = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Assemble a thread's context within a token budget: summaries, facts, recall, recent messages.
+
+    Prints a table of the sections, then the text an agent would read (assemble_context).
+
+    Example: palimpsest context 3f2c9a1e-session --budget 8000 --query "refresh token rotation"
+    """
+    settings = _settings(store, partition)
+    target = _home(settings)
+
+    async def work(opened: MemoryStore) -> AssembledContext:
+        return await assemble_context(opened, thread_id, partition=target, budget_tokens=budget, query=query)
+
+    result = _run(lambda: _on_store(settings, work))
+    if json:
+        output.print_json(result)
+        return
+    output.stdout_console().print(_context_table(result))
+    sys.stdout.write(result.text)
+    sys.stdout.flush()

@@ -1,32 +1,50 @@
-"""Bulk ingestion of transcripts from files: SPEC's JSONL format, one message a line.
+"""Bulk ingestion of transcript files: pick each file's format, check all of it, append it.
 
 Why a module of its own: a file is all or nothing. Every line is parsed and validated
 before the first write, so a bad line 7 stops the whole file with an error that names
 ``FILE:7`` and leaves the store untouched. And a file can be ingested again and again:
-a line without ``message_id`` gets a source id derived from its content, so the store's
-own idempotence on ``message_id`` turns a second ingestion into duplicates only.
+every message gets a source id that does not change between ingestions (the caller's
+``message_id``, a Claude Code line's ``uuid``, a Codex rollout's line number, or one
+derived from the content), so the store's own idempotence on ``message_id`` turns a
+second ingestion into duplicates only, and a transcript that grew adds its new lines.
+
+Three formats share this path: SPEC's JSONL (here), Claude Code transcripts
+(``server.claude_code``) and Codex rollouts (``server.codex``). Each adapter turns a
+file into checked batches (``server.transcripts``); ``append_transcript`` writes them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from graph_schema.errors import Conflict, InvalidInput, NotFound
-from graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, Name, NewMessage, Role, UtcDatetime
+from graph_schema.models import Name, NewMessage, Role, UtcDatetime
 from graph_schema.prepare import check_name
 from graph_schema.store import MemoryStore
+from server import claude_code, codex
+from server.transcripts import (
+    IngestBatch,
+    IngestProgress,
+    ParsedTranscript,
+    ProgressCallback,
+    ThreadGrouper,
+    decode_text,
+    describe_validation,
+    line_error,
+    read_lines,
+)
 
-#: The formats ``ingest_files`` reads; Claude Code and Codex adapters add theirs here.
-FORMATS = ("jsonl",)
-#: How often, in lines, parsing reports progress (often enough for a bar, cheap enough).
-_PROGRESS_EVERY = 2000
+#: The formats ``ingest_files`` reads, and the partition each one writes to by default.
+DEFAULT_PARTITIONS = {"jsonl": "default", claude_code.FORMAT: claude_code.PARTITION, codex.FORMAT: codex.PARTITION}
+FORMATS = tuple(DEFAULT_PARTITIONS)
+#: Non-blank lines ``detect_format`` reads at most before giving up.
+DETECT_LINES = 50
 
 
 class JsonlLine(BaseModel):
@@ -45,82 +63,28 @@ class JsonlLine(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class IngestBatch:
-    """Messages of one thread to append in one call, in file order (at most ``MAX_BATCH``)."""
-
-    partition: str
-    thread_id: str
-    project: str | None
-    messages: list[NewMessage]
-    #: Line number (1-based) of the first message of the batch, for error messages.
-    first_line: int
-
-
-@dataclass(frozen=True)
-class IngestProgress:
-    """Where ingestion of one file stands: ``read`` counts bytes, ``write`` messages."""
-
-    path: Path
-    phase: Literal["read", "write"]
-    done: int
-    total: int
-
-
-ProgressCallback = Callable[[IngestProgress], None]
-
-
 class FileIngest(BaseModel):
     """What ingesting one file did."""
 
     path: str
     format: str
-    messages: int = Field(description="Message lines read from the file.")
+    messages: int = Field(description="Messages read from the file (a transcript line may hold several).")
     appended: int = Field(description="Messages the store did not hold yet.")
     duplicates: int = Field(description="Messages already stored (an earlier ingestion).")
+    skipped: int = Field(0, description="Lines holding no conversation (bookkeeping, metadata), left out.")
     threads: int = Field(description="Distinct threads the file touches.")
+    partitions: list[str] = Field(default_factory=list, description="The partitions the file's threads are in.")
 
 
 class IngestReport(BaseModel):
     """What ingesting a list of files did, per file and in total."""
 
     files: list[FileIngest]
-    messages: int = Field(description="Message lines read, all files together.")
+    messages: int = Field(description="Messages read, all files together.")
     appended: int = Field(description="Messages newly stored, all files together.")
     duplicates: int = Field(description="Messages already stored, all files together.")
+    skipped: int = Field(0, description="Lines holding no conversation, all files together.")
     threads: int = Field(description="Sum of the files' thread counts (a thread in two files counts twice).")
-
-
-@dataclass
-class _ThreadLines:
-    """The lines of one thread while a file is parsed."""
-
-    partition: str
-    thread_id: str
-    project: str | None
-    first_line: int
-    messages: list[NewMessage] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
-    occurrences: dict[str, int] = field(default_factory=dict)
-
-
-def _line_error(path: Path, line: int, reason: str) -> InvalidInput:
-    return InvalidInput(f"{path}:{line}: {reason}; nothing from this file was written")
-
-
-def _describe_validation(exc: ValidationError) -> str:
-    """Pydantic's first error as one phrase: ``role: Input should be ...``."""
-    first = exc.errors(include_url=False, include_input=False)[0]
-    location = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "json_invalid":
-        return f"malformed JSON ({first['ctx']['error']})"
-    if first["type"] == "missing":
-        return f"missing field {location!r}"
-    if first["type"] == "extra_forbidden":
-        return f"unknown field {location!r}"
-    if first["type"] == "model_type":
-        return "a line must be a JSON object"
-    return f"{location}: {first['msg']}" if location else first["msg"]
 
 
 def line_source_id(line: JsonlLine, occurrence: int) -> str:
@@ -140,32 +104,11 @@ def line_source_id(line: JsonlLine, occurrence: int) -> str:
 
 
 def _parse_line(path: Path, number: int, raw: bytes) -> JsonlLine:
+    text = decode_text(path, number, raw)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _line_error(
-            path, number, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-        ) from None
-    try:
-        line = JsonlLine.model_validate_json(text)
+        return JsonlLine.model_validate_json(text)
     except ValidationError as exc:
-        raise _line_error(path, number, _describe_validation(exc)) from None
-    size = len(line.content.encode("utf-8"))
-    if size > MAX_MESSAGE_BYTES:
-        raise _line_error(path, number, f"content is {size} bytes, over the limit of {MAX_MESSAGE_BYTES} bytes")
-    try:
-        for kind, value in (
-            ("thread_id", line.thread_id),
-            ("partition", line.partition),
-            ("project", line.project),
-            ("message_id", line.message_id),
-            ("tool_call_id", line.tool_call_id),
-        ):
-            if value is not None:
-                check_name(kind, value)
-    except InvalidInput as exc:
-        raise _line_error(path, number, str(exc)) from None
-    return line
+        raise line_error(path, number, describe_validation(exc)) from None
 
 
 def parse_jsonl(path: Path, *, partition: str, progress: ProgressCallback | None = None) -> list[IngestBatch]:
@@ -190,104 +133,112 @@ def parse_jsonl(path: Path, *, partition: str, progress: ProgressCallback | None
             puts in two partitions or two projects; or if the file cannot be read.
     """
     check_name("partition", partition)
-    try:
-        total = path.stat().st_size
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read the file ({exc.strerror})") from None
-    threads: dict[str, _ThreadLines] = {}
-    done = 0
-    with handle:
-        for number, raw in enumerate(handle, start=1):
-            done += len(raw)
-            if progress is not None and number % _PROGRESS_EVERY == 0:
-                progress(IngestProgress(path, "read", done, total))
-            if not raw.strip():
-                continue
-            line = _parse_line(path, number, raw)
-            _add_line(path, number, line, partition, threads)
-    if progress is not None:
-        progress(IngestProgress(path, "read", done, total))
-    return [batch for group in threads.values() for batch in _batches(group)]
-
-
-def _add_line(path: Path, number: int, line: JsonlLine, partition: str, threads: dict[str, _ThreadLines]) -> None:
-    line_partition = line.partition or partition
-    group = threads.get(line.thread_id)
-    if group is None:
-        group = _ThreadLines(line_partition, line.thread_id, line.project, number)
-        threads[line.thread_id] = group
-    elif group.partition != line_partition:
-        raise _line_error(
-            path,
+    grouper = ThreadGrouper(path, strict_project=True)
+    occurrences: dict[tuple[str, str], int] = {}
+    for number, raw in read_lines(path, progress=progress):
+        line = _parse_line(path, number, raw)
+        source_id = line.message_id
+        if source_id is None:
+            probe = line_source_id(line, 0)
+            occurrence = occurrences.get((line.thread_id, probe), 0)
+            occurrences[(line.thread_id, probe)] = occurrence + 1
+            source_id = probe if occurrence == 0 else line_source_id(line, occurrence)
+        grouper.add(
             number,
-            f"thread {line.thread_id!r} is in partition {group.partition!r} "
-            f"on line {group.first_line}, {line_partition!r} here",
+            partition=line.partition or partition,
+            thread_id=line.thread_id,
+            project=line.project,
+            # Every field was validated by JsonlLine with NewMessage's own types.
+            message=NewMessage.model_construct(
+                role=line.role,
+                content=line.content,
+                message_id=source_id,
+                created_at=line.created_at,
+                tool_call_id=line.tool_call_id,
+                metadata=line.metadata,
+            ),
         )
-    elif line.project is not None and group.project not in (None, line.project):
-        raise _line_error(
-            path,
-            number,
-            f"thread {line.thread_id!r} is in project {group.project!r} earlier, {line.project!r} here",
-        )
-    elif group.project is None:
-        group.project = line.project
-    source_id = line.message_id
-    if source_id is None:
-        probe = line_source_id(line, 0)
-        occurrence = group.occurrences.get(probe, 0)
-        group.occurrences[probe] = occurrence + 1
-        source_id = probe if occurrence == 0 else line_source_id(line, occurrence)
-    group.messages.append(
-        # Every field was validated by JsonlLine with NewMessage's own types.
-        NewMessage.model_construct(
-            role=line.role,
-            content=line.content,
-            message_id=source_id,
-            created_at=line.created_at,
-            tool_call_id=line.tool_call_id,
-            metadata=line.metadata,
-        )
-    )
-    group.lines.append(number)
+    return grouper.batches()
 
 
-def _batches(group: _ThreadLines) -> Iterable[IngestBatch]:
-    for start in range(0, len(group.messages), MAX_BATCH):
-        yield IngestBatch(
-            partition=group.partition,
-            thread_id=group.thread_id,
-            project=group.project,
-            messages=group.messages[start : start + MAX_BATCH],
-            first_line=group.lines[start],
-        )
+def _parse_jsonl_file(path: Path, *, partition: str, progress: ProgressCallback | None) -> ParsedTranscript:
+    return ParsedTranscript(parse_jsonl(path, partition=partition, progress=progress))
+
+
+#: Each format's parser: ``(path, partition=..., progress=...) -> ParsedTranscript``.
+_PARSERS: dict[str, Callable[..., ParsedTranscript]] = {
+    "jsonl": _parse_jsonl_file,
+    claude_code.FORMAT: claude_code.parse_claude_code,
+    codex.FORMAT: codex.parse_codex,
+}
+
+
+def _judge(value: Any, first: bool) -> str | None:
+    """The format one line belongs to; ``MAYBE_CLAUDE`` for bookkeeping that says too little; ``None``: no format."""
+    if not isinstance(value, dict):
+        return None
+    if "thread_id" in value and "role" in value:
+        return "jsonl"
+    if codex.recognizes(value, first_line=first):
+        return codex.FORMAT
+    return claude_code.recognizes(value)
 
 
 def detect_format(path: Path) -> str:
-    """The format of a transcript file, judged by its first non-blank line.
+    """The format of a transcript file, judged by its first meaningful lines.
 
-    Content, not the extension, decides: Claude Code transcripts are ``.jsonl`` too.
+    Content, not the extension, decides: all three formats are ``.jsonl``. A JSONL
+    message has ``thread_id`` and ``role``; a Codex rollout line has ``type`` and
+    ``payload`` (or, in rollouts before that wrapper, a first line holding the session
+    ``id`` and ``timestamp``); a Claude Code line has ``type`` and ``sessionId``. Lines
+    that could only be Claude Code bookkeeping (``summary``, ``file-history-snapshot``)
+    are read past, up to ``DETECT_LINES``. An empty file is JSONL (it holds nothing).
 
     Raises:
-        InvalidInput: if the file cannot be read or matches no known format.
+        InvalidInput: naming the file and line, if the file cannot be read or a line
+            matches no known format.
     """
-    try:
-        with path.open("rb") as handle:
-            first = next((raw for raw in handle if raw.strip()), None)
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read the file ({exc.strerror})") from None
-    if first is None:
-        return "jsonl"
-    try:
-        value = json.loads(first)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        value = None
-    if isinstance(value, dict) and "thread_id" in value and "role" in value:
-        return "jsonl"
-    raise InvalidInput(
-        f"{path}: cannot tell the format from its first line (a JSONL message needs "
-        f"thread_id, role and content); supported formats: {', '.join(FORMATS)}"
-    )
+    maybe_claude = False
+    for index, (number, raw) in enumerate(read_lines(path)):
+        try:
+            value = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            value = None
+        verdict = _judge(value, index == 0)
+        if verdict is None:
+            raise InvalidInput(
+                f"{path}:{number}: cannot tell the format (a JSONL message has thread_id, role and content; "
+                "a Claude Code line has type and sessionId; a Codex rollout line has type and payload); "
+                f"give --format, one of {', '.join(FORMATS)}"
+            )
+        if verdict != claude_code.MAYBE_CLAUDE:
+            return verdict
+        maybe_claude = True
+        if index + 1 >= DETECT_LINES:
+            break
+    return claude_code.FORMAT if maybe_claude else "jsonl"
+
+
+def expand_paths(paths: Sequence[Path]) -> list[Path]:
+    """The files to ingest: each file as given, each directory as every ``*.jsonl`` under it, sorted.
+
+    Sorting by path puts Codex's ``YYYY/MM/DD/rollout-<time>-...`` files in time order.
+
+    Raises:
+        InvalidInput: if a path does not exist or a directory holds no ``.jsonl`` file.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(item for item in path.rglob("*.jsonl") if item.is_file())
+            if not found:
+                raise InvalidInput(f"{path}: no .jsonl file in this directory")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InvalidInput(f"{path}: no such file or directory")
+    return files
 
 
 async def _check_owners(store: MemoryStore, path: Path, batches: Sequence[IngestBatch]) -> None:
@@ -308,27 +259,22 @@ async def _check_owners(store: MemoryStore, path: Path, batches: Sequence[Ingest
             )
 
 
-async def ingest_file(
+async def append_transcript(
     store: MemoryStore,
     path: Path,
+    format: str,
+    parsed: ParsedTranscript,
     *,
-    partition: str,
-    format: str = "auto",
     progress: ProgressCallback | None = None,
 ) -> FileIngest:
-    """Ingest one file: parse and validate all of it, then append it batch by batch.
+    """Append a parsed file batch by batch: the write half every format shares.
 
     Raises:
-        InvalidInput: for an unknown format or any bad line (see ``parse_jsonl``);
-            nothing from the file is written.
         Conflict: if a thread of the file lives in another partition; nothing written.
     """
-    resolved = detect_format(path) if format == "auto" else format
-    if resolved not in FORMATS:
-        raise InvalidInput(f"unknown format {format!r}; supported formats: auto, {', '.join(FORMATS)}")
-    batches = parse_jsonl(path, partition=partition, progress=progress)
+    batches = parsed.batches
     await _check_owners(store, path, batches)
-    total = sum(len(batch.messages) for batch in batches)
+    total = parsed.messages
     appended = duplicates = written = 0
     for batch in batches:
         result = await store.append_messages(batch.partition, batch.thread_id, batch.messages, project=batch.project)
@@ -339,23 +285,56 @@ async def ingest_file(
             progress(IngestProgress(path, "write", written, total))
     return FileIngest(
         path=str(path),
-        format=resolved,
+        format=format,
         messages=total,
         appended=appended,
         duplicates=duplicates,
+        skipped=parsed.skipped,
         threads=len({batch.thread_id for batch in batches}),
+        partitions=sorted({batch.partition for batch in batches}),
     )
+
+
+async def ingest_file(
+    store: MemoryStore,
+    path: Path,
+    *,
+    partition: str | None = None,
+    format: str = "auto",
+    progress: ProgressCallback | None = None,
+) -> FileIngest:
+    """Ingest one file: parse and validate all of it, then append it batch by batch.
+
+    Args:
+        store: An initialized store.
+        path: The transcript file.
+        partition: Where its threads go; ``None`` for the format's own default
+            (``DEFAULT_PARTITIONS``). A JSONL line naming its partition keeps it.
+        format: ``auto`` (judged from the content) or one of ``FORMATS``.
+        progress: Called with an ``IngestProgress`` while reading and while writing.
+
+    Raises:
+        InvalidInput: for an unknown format or any bad line; nothing from the file is written.
+        Conflict: if a thread of the file lives in another partition; nothing written.
+    """
+    if format != "auto" and format not in FORMATS:
+        raise InvalidInput(f"unknown format {format!r}; supported formats: auto, {', '.join(FORMATS)}")
+    resolved = detect_format(path) if format == "auto" else format
+    target = partition if partition is not None else DEFAULT_PARTITIONS[resolved]
+    check_name("partition", target)
+    parsed = _PARSERS[resolved](path, partition=target, progress=progress)
+    return await append_transcript(store, path, resolved, parsed, progress=progress)
 
 
 async def ingest_files(
     store: MemoryStore,
     paths: Sequence[Path],
     *,
-    partition: str,
+    partition: str | None = None,
     format: str = "auto",
     progress: ProgressCallback | None = None,
 ) -> IngestReport:
-    """Ingest files one after the other into an initialized store.
+    """Ingest files (or directories of ``*.jsonl``) one after the other into an initialized store.
 
     Each file is all or nothing. A bad file stops the run; the files before it are
     already in, and since ingestion is idempotent, running the same command again once
@@ -363,23 +342,29 @@ async def ingest_files(
 
     Args:
         store: An initialized store.
-        paths: Transcript files, ingested in this order.
-        partition: The partition of lines that name none.
-        format: ``auto`` (judged from each file's content) or ``jsonl``.
+        paths: Transcript files, ingested in this order; a directory stands for every
+            ``*.jsonl`` under it, sorted (see ``expand_paths``).
+        partition: Where threads go; ``None`` for each format's own default.
+        format: ``auto`` (judged from each file's content) or one of ``FORMATS``.
         progress: Called with an ``IngestProgress`` while reading and while writing.
 
     Returns:
         Per-file counts and their totals.
 
     Raises:
-        InvalidInput: naming the file and line of the first bad line.
+        InvalidInput: naming the file and line of the first bad line, or a path that
+            does not exist.
         Conflict: if a thread of a file lives in another partition.
     """
-    files = [await ingest_file(store, path, partition=partition, format=format, progress=progress) for path in paths]
+    files = [
+        await ingest_file(store, path, partition=partition, format=format, progress=progress)
+        for path in expand_paths(paths)
+    ]
     return IngestReport(
         files=files,
         messages=sum(item.messages for item in files),
         appended=sum(item.appended for item in files),
         duplicates=sum(item.duplicates for item in files),
+        skipped=sum(item.skipped for item in files),
         threads=sum(item.threads for item in files),
     )

@@ -46,6 +46,8 @@ from scheduler.embedding import EmbeddingQueue
 from scheduler.facts import KgAction, KgResult, kg_command
 from scheduler.maintenance import backlog_floor
 from scheduler.summarizer import Summarizer
+from server.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, AssembledContext
+from server.context import assemble_context as build_context
 from server.grep import MAX_QUERY_CHARS, GrepMode, GrepResult, grep_memories as search_memories
 from server.partitions import PartitionDenied, partition_for_client, resolve_partition, token_partitions
 from server.recall import MAX_RECALL, RecallResult
@@ -400,6 +402,46 @@ async def recall(
         )
 
 
+# -- context assembly ------------------------------------------------------------------
+
+
+async def assemble_context(
+    thread_id: ThreadIdArg,
+    ctx: Context,
+    budget_tokens: Annotated[
+        int,
+        Field(
+            ge=MIN_BUDGET,
+            le=MAX_BUDGET,
+            description="Most estimated tokens the text may take, headings included (about 4 characters a token).",
+        ),
+    ] = DEFAULT_BUDGET,
+    query: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
+            description="What you are working on: adds a recall section about it from the whole partition.",
+        ),
+    ] = None,
+    partition: PartitionArg = None,
+) -> AssembledContext:
+    """Rebuild a thread's working context within a token budget: one text, oldest first, ready to read.
+
+    Sections: summaries (the compacted past; expand_summary recovers the originals), facts
+    (current ones), recall (with a query), recent (the newest messages verbatim, filled first).
+    Nothing is cut: what does not fit is left out whole and listed in pruned.
+    """
+    with domain_errors():
+        return await build_context(
+            _runtime(ctx).store,
+            thread_id,
+            partition=_partition(ctx, partition),
+            budget_tokens=budget_tokens,
+            query=query,
+        )
+
+
 def register_tools(server: FastMCP) -> None:
     """Add every tool and resource to a server (whose lifespan provides the `Runtime`)."""
     server.tool(append_messages, annotations=_APPEND)
@@ -411,6 +453,7 @@ def register_tools(server: FastMCP) -> None:
     server.tool(memory_stats, annotations=_READ_ONLY)
     server.tool(recall, annotations=_READ_ONLY)
     server.tool(kg, annotations=_KG)
+    server.tool(assemble_context, annotations=_READ_ONLY)
     server.resource(
         "palimpsest://summaries/{summary_id}", name="summary", mime_type="application/json"
     )(summary_resource)

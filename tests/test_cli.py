@@ -67,7 +67,16 @@ def test_ingest_then_stats_match_and_reingest_adds_nothing(backend: str, store_u
     path = write_jsonl(tmp_path / "chat.jsonl", conversation())
     first = run_json("ingest", path, "--store", store_url, "--partition", "ide")
     assert first["files"] == [
-        {"path": str(path), "format": "jsonl", "messages": 8, "appended": 8, "duplicates": 0, "threads": 2}
+        {
+            "path": str(path),
+            "format": "jsonl",
+            "messages": 8,
+            "appended": 8,
+            "duplicates": 0,
+            "skipped": 0,
+            "threads": 2,
+            "partitions": ["ide"],
+        }
     ]
     stats = run_json("stats", "--store", store_url, "--partition", "ide")
     assert (stats["partition"], stats["threads"], stats["messages"]) == ("ide", 2, 8)
@@ -200,7 +209,7 @@ def test_bad_configuration_is_one_line_error(sqlite_url: str) -> None:
 
 def test_usage_errors_exit_2(sqlite_url: str, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "chat.jsonl", [line()])
-    assert run_cli("ingest", path, "--format", "claude", "--store", sqlite_url).exit_code == 2
+    assert run_cli("ingest", path, "--format", "yaml", "--store", sqlite_url).exit_code == 2
     assert run_cli("ingest", tmp_path / "absent.jsonl", "--store", sqlite_url).exit_code == 2
     assert run_cli("grep", "x", "--mode", "fuzzy", "--store", sqlite_url).exit_code == 2
     both = run_cli("stats", "--partition", "a", "--all-partitions", "--store", sqlite_url)

@@ -144,8 +144,10 @@ def test_detect_format_reads_content_not_extension(tmp_path: Path) -> None:
     assert detect_format(write_jsonl(tmp_path / "chat.txt", ["", line()])) == "jsonl"
     assert detect_format(write_jsonl(tmp_path / "empty.jsonl", [])) == "jsonl"
     claude_like = write_jsonl(tmp_path / "session.jsonl", [{"type": "user", "sessionId": "s", "message": {}}])
-    with pytest.raises(InvalidInput, match="cannot tell the format"):
-        detect_format(claude_like)
+    assert detect_format(claude_like) == "claude"
+    unknown = write_jsonl(tmp_path / "other.jsonl", [{"event": "click", "at": 3}])
+    with pytest.raises(InvalidInput, match=r"other\.jsonl:1: cannot tell the format"):
+        detect_format(unknown)
 
 
 async def test_ingest_counts_and_reingest_adds_nothing(store: MemoryStore, tmp_path: Path) -> None:
