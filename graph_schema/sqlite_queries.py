@@ -359,14 +359,13 @@ MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in
 MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
 #: How many vectors of a (partition, model) there are and the last pk: what changed.
 #: Keyed by whether a partition is given, so each reads its own index, never the table.
+#: How many vectors, the last pk, and how many come after ``:after`` (a pk): an append
+#: only, if those make up the count.
 EMBEDDING_EXTENT = {
-    True: "SELECT count(*), coalesce(max(pk), 0) FROM embeddings WHERE partition = :partition AND model = :model",
-    False: "SELECT count(*), coalesce(max(pk), 0) FROM embeddings WHERE model = :model",
-}
-#: How many of those rows come after ``:after`` (a pk): an append only, if they make up the count.
-EMBEDDING_COUNT_AFTER = {
-    True: "SELECT count(*) FROM embeddings WHERE partition = :partition AND model = :model AND pk > :after",
-    False: "SELECT count(*) FROM embeddings WHERE model = :model AND pk > :after",
+    True: """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
+             WHERE partition = :partition AND model = :model""",
+    False: """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
+              WHERE model = :model""",
 }
 _ROWS = "SELECT pk, node_id, kind, thread_id, created_us, vector FROM embeddings"
 EMBEDDING_ROWS = {

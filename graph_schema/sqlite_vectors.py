@@ -189,11 +189,9 @@ class SqliteVectors(SqliteBase):
                 return matrix
             scope = {"partition": partition, "model": model}
             scoped = partition is not None
-            count, max_pk = conn.execute(q.EMBEDDING_EXTENT[scoped], scope).fetchone()
-            if matrix is None or max_pk < matrix.max_pk:
-                matrix = VectorMatrix(dimensions)
-            (new,) = conn.execute(q.EMBEDDING_COUNT_AFTER[scoped], {**scope, "after": matrix.max_pk}).fetchone()
-            if matrix.size + new != count:
+            after = 0 if matrix is None else matrix.max_pk
+            count, max_pk, new = conn.execute(q.EMBEDDING_EXTENT[scoped], {**scope, "after": after}).fetchone()
+            if matrix is None or max_pk < matrix.max_pk or matrix.size + new != count:
                 matrix = VectorMatrix(dimensions)
                 new = count
             matrix.reserve(new)
