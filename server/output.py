@@ -1,7 +1,8 @@
 """How CLI results look: rich tables for people, JSON for scripts, from the same models.
 
-Kept apart from ``server/cli.py`` so the commands stay a list of thin verbs: each one
-calls a domain function and hands its pydantic result to one renderer here. Every
+Kept apart from the commands (``server/cli.py`` and ``server/cli_*.py``) so they stay
+a list of thin verbs: each one calls a domain function and hands its pydantic result
+to one renderer here. Every
 renderer builds ``rich.text.Text`` from stored strings, never markup, so a message that
 contains ``[bold]`` prints as written.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,8 +22,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 from rich.table import Table
 from rich.text import Text
 
-from graph_schema.models import ExpandPage, FactStats, Message, StoreStats, Summary
+from graph_schema.models import ExpandPage, FactStats, MaintenanceCycle, Message, StoreStats, Summary
 from scheduler.facts import KgResult
+from server.context import AssembledContext
 from server.grep import GrepHit
 from server.ingest import IngestProgress, IngestReport, ProgressCallback
 from server.recall import RecallResult
@@ -49,30 +51,45 @@ def print_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:
 
 
 def ingest_table(report: IngestReport) -> Table:
-    """One row per file, then the totals when there are several files."""
+    """One row per file, the partitions it wrote below its path, then the totals when there are several files.
+
+    ``skipped`` counts the lines that hold no conversation (a transcript's bookkeeping),
+    so a file whose lines do not all become messages says why.
+    """
     table = Table(title="ingested")
-    for name in ("file", "format", "messages", "appended", "duplicates", "threads"):
-        table.add_column(name, justify="left" if name in ("file", "format") else "right")
+    table.add_column("file", overflow="fold")
+    for name in ("format", "messages", "appended", "duplicates", "skipped", "threads"):
+        table.add_column(name, justify="left" if name == "format" else "right", min_width=len(name))
     for item in report.files:
         table.add_row(
-            Text(item.path),
+            _with_partitions(Text(item.path), item.partitions),
             item.format,
             str(item.messages),
             str(item.appended),
             str(item.duplicates),
+            str(item.skipped),
             str(item.threads),
         )
     if len(report.files) > 1:
         table.add_section()
+        every = sorted({name for item in report.files for name in item.partitions})
         table.add_row(
-            "total",
+            _with_partitions(Text("total"), every),
             "",
             str(report.messages),
             str(report.appended),
             str(report.duplicates),
+            str(report.skipped),
             str(report.threads),
         )
     return table
+
+
+def _with_partitions(label: Text, partitions: Sequence[str]) -> Text:
+    """``label`` with the partitions written to on a dim line below it: ``in claude, default``."""
+    if partitions:
+        label.append(f"\nin {', '.join(partitions)}", style="dim")
+    return label
 
 
 def stats_table(stats: StoreStats) -> Table:
@@ -270,3 +287,66 @@ def recall_table(result: RecallResult) -> Table:
         body.append("\n" + " ".join(text.split()))
         table.add_row(str(rank), Text(kind), Text(where), body)
     return table
+
+
+# -- context assembly and maintenance --------------------------------------------------
+
+
+def context_table(result: AssembledContext) -> Table:
+    """One row per section (what it shows and its tokens), one per section that left something out."""
+    table = Table(title=f"context of {result.thread_id}")
+    for name in ("section", "items", "tokens", "left out"):
+        table.add_column(name, justify="left" if name == "section" else "right")
+    left_out = {pruned.name: pruned.count for pruned in result.pruned}
+    for section in result.sections:
+        table.add_row(section.name, str(len(section.ids)), str(section.tokens), str(left_out.pop(section.name, 0)))
+    for name, count in left_out.items():
+        table.add_row(name, "0", "0", str(count))
+    table.add_section()
+    spent = f"{result.total_tokens} / {result.budget_tokens}"
+    table.add_row("total", "", spent, str(sum(pruned.count for pruned in result.pruned)))
+    return table
+
+
+def cycles_table(cycles: dict[str, MaintenanceCycle | None]) -> Table:
+    """One row per job: what its tick did, or that another process holds its lease."""
+    table = Table(title="maintenance")
+    for name in ("job", "ran", "threads", "summaries", "facts", "errors"):
+        table.add_column(name, justify="left" if name in ("job", "ran") else "right")
+    for job, cycle in cycles.items():
+        if cycle is None:
+            table.add_row(job, "skipped: another process holds its lease", "", "", "", "")
+            continue
+        seconds = (cycle.finished_at - cycle.started_at).total_seconds()
+        table.add_row(
+            job,
+            f"{seconds:.1f}s",
+            str(cycle.threads),
+            str(cycle.summaries),
+            str(cycle.facts),
+            str(len(cycle.errors)),
+        )
+    return table
+
+
+def job_bars(bars: Progress) -> Callable[[str, int, int], None]:
+    """The ticks' progress callback: one bar per job (threads for compaction, steps for evolution)."""
+    tasks: dict[str, TaskID] = {}
+
+    def advance(job: str, done: int, total: int) -> None:
+        if job not in tasks:
+            tasks[job] = bars.add_task(job, total=total)
+        bars.update(tasks[job], completed=done, total=total)
+
+    return advance
+
+
+def maintenance_progress() -> Progress:
+    """The progress display ``maintain --once`` draws on stderr, fed by ``job_bars``; gone when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:>4,.0f} / {task.total:,.0f}"),
+        console=stderr_console(),
+        transient=True,
+    )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_claude_code import transcript, write_lines
 from test_ingest import GOOD, conversation, line, write_jsonl
 from typer.testing import CliRunner, Result
 
@@ -236,13 +237,26 @@ def test_every_command_has_help_ending_with_an_example(command: str) -> None:
     assert len(examples) == 1, result.stdout
 
 
+def table_rows(shown: str) -> list[list[str]]:
+    """The body rows of a rich table as printed, each a list of its stripped cells."""
+    return [[cell.strip() for cell in row.strip("│").split("│")] for row in shown.splitlines() if row.startswith("│")]
+
+
 def test_ingest_table_for_people(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write_jsonl(tmp_path / "a.jsonl", conversation())
     write_jsonl(tmp_path / "b.jsonl", [line("gamma", content="[bold]not markup[/bold]")])
-    result = run_cli("ingest", "a.jsonl", "b.jsonl", "--store", sqlite_url)
+    write_lines(tmp_path / "c.jsonl", transcript())
+    result = run_cli("ingest", "a.jsonl", "b.jsonl", "c.jsonl", "--store", sqlite_url)
     assert result.exit_code == 0, result.output
-    assert "total" in result.stdout and "a.jsonl" in result.stdout
+    rows = table_rows(result.stdout)
+    # Each file's row, then the partitions it wrote on the line below its name.
+    assert rows[0:2] == [["a.jsonl", "jsonl", "8", "8", "0", "0", "2"], ["in default", "", "", "", "", "", ""]]
+    assert rows[2:4] == [["b.jsonl", "jsonl", "1", "1", "0", "0", "1"], ["in default", "", "", "", "", "", ""]]
+    # The Claude Code transcript skips its four lines of bookkeeping and lands in its own partition.
+    assert rows[4:6] == [["c.jsonl", "claude", "9", "9", "0", "4", "1"], ["in claude", "", "", "", "", "", ""]]
+    assert rows[6] == ["total", "", "18", "18", "0", "4", "4"]
+    assert " ".join(row[0] for row in rows[7:]) == "in claude, default"
     stats = run_cli("stats", "--store", sqlite_url)
     assert [row.split()[-2] for row in stats.stdout.splitlines() if " messages " in row] == ["9"]
     shown = run_cli("grep", "markup", "--store", sqlite_url)

@@ -25,6 +25,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from fastmcp import Client
 from rich.console import Console
 from rich.progress import Progress
+from transcripts import transcript
 from typer.testing import CliRunner
 
 from graph_schema.doctor import check_store
@@ -38,9 +39,9 @@ from scheduler.foreground import ForegroundGate
 from scheduler.maintenance import EvolutionStep, Maintenance, backlog_floor, evolution_steps
 from scheduler.summarizer import SummaryDraft
 from server.app import build_server
-from server.cli import app, job_bars
+from server.cli import app
+from server.output import job_bars
 from server.settings import Settings
-from transcripts import transcript
 
 PARTITION = "claude"
 
