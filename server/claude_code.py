@@ -28,7 +28,6 @@ subagent's lines, ``meta`` for injected ones, ``compact_summary``, ``is_error``)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +38,7 @@ from graph_schema.models import Name, NewMessage, Role, UtcDatetime
 from server.transcripts import (
     FilePosition,
     ParsedTranscript,
+    Piece,
     ProgressCallback,
     ThreadGrouper,
     decode_object,
@@ -94,17 +94,6 @@ class _Line(BaseModel):
     is_api_error: bool = Field(False, alias="isApiErrorMessage")
 
 
-@dataclass
-class _Piece:
-    """One message a line yields, before it gets its id and the line's metadata."""
-
-    role: Role
-    content: str
-    kind: str
-    tool_call_id: str | None = None
-    extra: dict[str, Any] | None = None
-
-
 class _BadBlock(Exception):
     """A content block that cannot be read; becomes a ``FILE:LINE`` error."""
 
@@ -153,20 +142,20 @@ def _result_text(content: Any, index: int) -> str:
     return "\n".join(parts)
 
 
-def _pieces(line: _Line) -> list[_Piece]:
+def _pieces(line: _Line) -> list[Piece]:
     """The messages one conversation line holds, in block order."""
     role = Role.assistant if (line.message.role or line.type) == "assistant" else Role.user
     content = line.message.content
     if isinstance(content, str):
-        return [_Piece(role, content, "text")] if content else []
+        return [Piece(role, content, "text")] if content else []
     if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
         raise _BadBlock("message.content must be a string or a list of JSON objects (content blocks)")
-    pieces: list[_Piece] = []
+    pieces: list[Piece] = []
     texts: list[str] = []
 
     def flush() -> None:
         if texts:
-            pieces.append(_Piece(role, "\n\n".join(texts), "text"))
+            pieces.append(Piece(role, "\n\n".join(texts), "text"))
             texts.clear()
 
     for index, block in enumerate(content):
@@ -179,17 +168,17 @@ def _pieces(line: _Line) -> list[_Piece]:
             flush()
             call_id, name = _string(block, "id", index), _string(block, "name", index)
             rendered = json.dumps(block.get("input", {}), ensure_ascii=False)
-            pieces.append(_Piece(Role.assistant, f"{name} {rendered}", "tool_use", call_id, {"tool_name": name}))
+            pieces.append(Piece(Role.assistant, f"{name} {rendered}", "tool_use", call_id, {"tool_name": name}))
         elif isinstance(kind, str) and kind.endswith(_RESULT_SUFFIX):
             flush()
             call_id = _string(block, "tool_use_id", index)
             extra = {"is_error": True} if block.get("is_error") is True else None
-            pieces.append(_Piece(Role.tool, _result_text(block.get("content"), index), "tool_result", call_id, extra))
+            pieces.append(Piece(Role.tool, _result_text(block.get("content"), index), "tool_result", call_id, extra))
         elif kind == "thinking":
             flush()
             thought = _string(block, "thinking", index)
             if thought:
-                pieces.append(_Piece(Role.assistant, thought, "thinking"))
+                pieces.append(Piece(Role.assistant, thought, "thinking"))
         elif kind == "redacted_thinking":
             continue
         elif isinstance(kind, str):

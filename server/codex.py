@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from graph_schema.models import NewMessage, Role, UtcDatetime
 from server.transcripts import (
     ParsedTranscript,
+    Piece,
     ProgressCallback,
     ThreadGrouper,
     decode_object,
@@ -72,17 +73,6 @@ class _RolloutLine(BaseModel):
     type: str
     payload: dict[str, Any]
     timestamp: UtcDatetime | None = None
-
-
-@dataclass
-class _Piece:
-    """The message a response item becomes, before its id and the session's metadata."""
-
-    role: Role
-    content: str
-    kind: str
-    tool_call_id: str | None = None
-    extra: dict[str, Any] | None = None
 
 
 @dataclass
@@ -158,7 +148,7 @@ def _injected(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _message(payload: dict[str, Any]) -> _Piece | None:
+def _message(payload: dict[str, Any]) -> Piece | None:
     role_name = payload.get("role")
     role = _ROLES.get(role_name) if isinstance(role_name, str) else None
     if role is None:
@@ -172,10 +162,10 @@ def _message(payload: dict[str, Any]) -> _Piece | None:
     injected = _injected(text) if role is Role.user else None
     if injected is not None:
         extra["injected"] = injected
-    return _Piece(role, text, "text", extra=extra)
+    return Piece(role, text, "text", extra=extra)
 
 
-def _call(payload: dict[str, Any]) -> _Piece:
+def _call(payload: dict[str, Any]) -> Piece:
     kind = payload.get("type")
     if kind == "function_call":
         name, arguments = _string(payload, "name"), payload.get("arguments")
@@ -189,20 +179,20 @@ def _call(payload: dict[str, Any]) -> _Piece:
         rendered = json.dumps(payload.get("action"), ensure_ascii=False)
         found = payload.get("call_id") or payload.get("id")
         call_id = found if isinstance(found, str) and found else None
-    return _Piece(Role.assistant, f"{name} {rendered}", "tool_use", call_id, {"tool_name": name})
+    return Piece(Role.assistant, f"{name} {rendered}", "tool_use", call_id, {"tool_name": name})
 
 
-def _reasoning(payload: dict[str, Any]) -> _Piece | None:
+def _reasoning(payload: dict[str, Any]) -> Piece | None:
     texts = []
     for key in ("summary", "content"):
         parts = payload.get(key)
         if isinstance(parts, list):
             texts.extend(part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str))
     text = "\n\n".join(t for t in texts if t)
-    return _Piece(Role.assistant, text, "thinking") if text else None
+    return Piece(Role.assistant, text, "thinking") if text else None
 
 
-def _piece(payload: dict[str, Any]) -> _Piece | None:
+def _piece(payload: dict[str, Any]) -> Piece | None:
     """The message a response item becomes; ``None`` for items that hold none."""
     kind = payload.get("type")
     if kind == "message":
@@ -211,7 +201,7 @@ def _piece(payload: dict[str, Any]) -> _Piece | None:
         return _call(payload)
     if kind in ("function_call_output", "custom_tool_call_output"):
         text, failed = _output(payload)
-        return _Piece(
+        return Piece(
             Role.tool, text, "tool_result", _string(payload, "call_id"), {"is_error": True} if failed else None
         )
     if kind == "reasoning":
@@ -237,7 +227,7 @@ def _start_session(session: _Session, payload: dict[str, Any], timestamp: dateti
         raise _BadItem(f"session timestamp: not a date-time: {started!r}") from None
 
 
-def _metadata(session: _Session, payload: dict[str, Any], piece: _Piece) -> dict[str, Any]:
+def _metadata(session: _Session, payload: dict[str, Any], piece: Piece) -> dict[str, Any]:
     metadata: dict[str, Any] = {"source": SOURCE, "kind": piece.kind, "codex_type": payload.get("type")}
     optional = {"model": session.model, "git_branch": session.git_branch, "cwd": session.cwd}
     metadata.update({key: value for key, value in optional.items() if value})

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from graph_schema.errors import InvalidInput
-from graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage
+from graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
 from graph_schema.prepare import check_name
 
 #: How often, in lines, reading reports progress (often enough for a bar, cheap enough).
@@ -60,6 +60,21 @@ class IngestBatch:
     messages: list[NewMessage]
     #: Line number (1-based) of the first message of the batch, for error messages.
     first_line: int
+
+
+@dataclass
+class Piece:
+    """One message an agent's transcript line yields, before it gets its id and the line's metadata.
+
+    ``kind`` says what it was in the agent's own terms (``text``, ``tool_use``,
+    ``tool_result``, ``thinking``); ``extra`` adds metadata of that piece only.
+    """
+
+    role: Role
+    content: str
+    kind: str
+    tool_call_id: str | None = None
+    extra: dict[str, Any] | None = None
 
 
 @dataclass
