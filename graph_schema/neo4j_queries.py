@@ -158,7 +158,8 @@ WHERE kind IN $kinds
     AND ($since IS NULL OR node.created_at >= $since)
     AND ($until IS NULL OR node.created_at <= $until)
 """
-_TEXT_HIT: LiteralString = """{id: node.id, kind: kind, thread_id: node.thread_id, partition: node.partition,
+#: The first ``$limit`` that passed, one map a row, in Lucene's score order.
+_TEXT_HITS: LiteralString = """RETURN {id: node.id, kind: kind, thread_id: node.thread_id, partition: node.partition,
     score: score, text: coalesce(node.content, node.text), created_at: node.created_at,
     source_id: node.source_id, level: node.level, role: node.role} AS hit
 LIMIT $limit
@@ -172,14 +173,14 @@ WITH collect([node, score]) AS found
 RETURN size(found) AS candidates, COLLECT {
     UNWIND found AS pair
     WITH pair[0] AS node, pair[1] AS score
-    """ + _TEXT_FILTERS + "RETURN " + _TEXT_HIT + """} AS hits
+    """ + _TEXT_FILTERS + _TEXT_HITS + """} AS hits
 """
 
 #: Every Lucene match in score order, filtered (no ORDER BY, so the filter streams):
 #: when the top candidates held too few that pass the filters.
 SEARCH_TEXT_ALL: LiteralString = """
 CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
-""" + _TEXT_FILTERS + "RETURN " + _TEXT_HIT
+""" + _TEXT_FILTERS + _TEXT_HITS
 
 STATS: LiteralString = """
 MATCH (t:Thread)
