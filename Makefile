@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TEST_NEO4J := NEO4J_STATE=.cache/neo4j/test tools/neo4j.sh
 PYTEST_ARGS ?=
 
-.PHONY: serve test neo4j-start neo4j-stop clean
+.PHONY: serve test lint neo4j-start neo4j-stop clean
 
 # Set-up writes to stderr only: `make serve` speaks MCP on stdout.
 $(PY):
@@ -31,8 +31,14 @@ $(VENV)/.test: pyproject.toml | $(PY)
 serve: $(VENV)/.serve
 	@$(VENV)/bin/palimpsest serve
 
-## Every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
-test: $(VENV)/.test
+## The lint, format and type gate: ruff and mypy with zero findings.
+lint: $(VENV)/.test
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/mypy
+
+## The gate, then every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
+test: lint
 	@uri=$$($(TEST_NEO4J) start | tail -n 1) || exit 1; \
 	NEO4J_TEST_URI=$$uri $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	$(TEST_NEO4J) stop; exit $$rc

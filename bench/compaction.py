@@ -34,12 +34,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from graph_schema.models import MAX_BATCH, Message, NewMessage, Role, Summary
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.compaction import compact_thread
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.summarizer import SummaryDraft
-from scheduler.config import CompactionSettings
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.models import MAX_BATCH, Message, NewMessage, Role, Summary
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from palimpsest.scheduler.summarizer import SummaryDraft
 
 EXPAND_TARGET = 10_000
 COMPACTION_GOAL_MS = 1.0

@@ -48,10 +48,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph_schema.identity import estimate_tokens, message_id, message_sha256
-from graph_schema.models import MAX_BATCH
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from server.ingest import ingest_files, parse_jsonl
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.identity import estimate_tokens, message_id, message_sha256
+from palimpsest.graph_schema.models import MAX_BATCH
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.feeds.ingest import ingest_files, parse_jsonl
 
 GOALS = {"sqlite": 0.50, "neo4j": 0.60}
 PARTITION = "bench"

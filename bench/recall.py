@@ -11,9 +11,9 @@ Data: the LoCoMo development split (``--data``, by default
 it). Each conversation gets its own store (a fresh SQLite file, or an emptied Neo4j
 database) and goes in through the real path: its turns are written to a JSONL file, one
 thread per session, ``message_id`` = the turn's ``dia_id``, ``created_at`` from the
-session's date, the speaker in ``metadata``, and read by ``server.ingest.ingest_files``;
-then ``scheduler.embedding.backfill_embeddings`` embeds them with the real embedder.
-Each question of categories 1-4 is sent to ``server.grep.grep_memories`` (the function
+session's date, the speaker in ``metadata``, and read by ``palimpsest.server.feeds.ingest.ingest_files``;
+then ``palimpsest.scheduler.embedding.backfill_embeddings`` embeds them with the real embedder.
+Each question of categories 1-4 is sent to ``palimpsest.server.retrieval.grep.grep_memories`` (the function
 the MCP tool calls) in each mode, and the hits' ``source_id`` (the ``dia_id``) are
 compared with the question's evidence.
 
@@ -23,7 +23,7 @@ run over the raw turn texts: plain BM25 (``rank-bm25``, lower-cased words), plai
 all-MiniLM-L6-v2 (the same embedder, cosine over every turn) and naive reciprocal rank
 fusion of the two (k = 60); and the same three over ``Speaker: text``, a stronger
 variant (the issue's plain dense figure, about 51, is this one's). ``--ablations`` adds
-hybrid with one refinement removed at a time (``server.hybrid.FusionWeights``), to show
+hybrid with one refinement removed at a time (``palimpsest.server.retrieval.hybrid.FusionWeights``), to show
 what each is worth.
 """
 
@@ -49,12 +49,13 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.embedders import Embedder, make_embedder
-from scheduler.embedding import backfill_embeddings
-from server.grep import grep_memories
-from server.hybrid import DEFAULT_WEIGHTS, FusionWeights, hybrid_search
-from server.ingest import ingest_files
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import Embedder, make_embedder
+from palimpsest.scheduler.embedding import backfill_embeddings
+from palimpsest.server.feeds.ingest import ingest_files
+from palimpsest.server.retrieval.grep import grep_memories
+from palimpsest.server.retrieval.hybrid import DEFAULT_WEIGHTS, FusionWeights, hybrid_search
 
 KS = (1, 5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -178,7 +179,7 @@ def load(path: Path, limit_questions: int | None) -> list[Conversation]:
 
 
 def write_jsonl(conversation: Conversation, directory: Path) -> Path:
-    """The conversation as SPEC's JSONL: one thread per session, the speaker in metadata."""
+    """The conversation as Palimpsest's JSONL: one thread per session, the speaker in metadata."""
     path = directory / f"{conversation.sample_id}.jsonl"
     with path.open("w", encoding="utf-8") as handle:
         for turn in conversation.turns:

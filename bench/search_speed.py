@@ -19,7 +19,7 @@ searched as it is (Neo4j too), so a change to the search can be measured again w
 filling a million messages each time.
 
 Each query runs once to warm up, then ``--runs`` timed calls of
-``server.grep.grep_memories`` per mode (the function the MCP tool calls, ``covered_by``
+``palimpsest.server.retrieval.grep.grep_memories`` per mode (the function the MCP tool calls, ``covered_by``
 included) over the whole partition. Goals: text p95 < 50 ms at 1M, hybrid p95 < 150 ms
 at 100k. Neo4j's data is wiped first: point ``--neo4j-uri`` at a throwaway server.
 """
@@ -46,33 +46,77 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from graph_schema.models import MAX_BATCH, NewMessage, Role
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.embedders import Embedder, make_embedder
-from scheduler.embedding import ensure_vectors
-from server.grep import grep_memories
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.models import MAX_BATCH, NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import Embedder, make_embedder
+from palimpsest.scheduler.embedding import ensure_vectors
+from palimpsest.server.retrieval.grep import grep_memories
 
 PARTITION = "bench"
 THREAD_SIZE = 200
 GOALS = {("text", 1_000_000): 50.0, ("hybrid", 100_000): 150.0}
 _NEO4J_WIPE = "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS"
 SUBJECTS = (
-    "the login test", "the auth service", "the refresh token", "the database migration", "the deploy script",
-    "the cache layer", "the websocket handler", "the CI pipeline", "the payment webhook", "the search index",
-    "the rate limiter", "the config loader", "the docker image", "the release branch", "the logging setup",
-    "the session store", "the API gateway", "the frontend build", "the cron job", "the email worker",
+    "the login test",
+    "the auth service",
+    "the refresh token",
+    "the database migration",
+    "the deploy script",
+    "the cache layer",
+    "the websocket handler",
+    "the CI pipeline",
+    "the payment webhook",
+    "the search index",
+    "the rate limiter",
+    "the config loader",
+    "the docker image",
+    "the release branch",
+    "the logging setup",
+    "the session store",
+    "the API gateway",
+    "the frontend build",
+    "the cron job",
+    "the email worker",
 )
 VERBS = (
-    "fails after", "was refactored for", "times out during", "uses", "was migrated to", "breaks on",
-    "needs a fix for", "was configured with", "depends on", "was rewritten around", "crashes with",
-    "got slower after", "now implements", "should switch to", "stopped working with",
+    "fails after",
+    "was refactored for",
+    "times out during",
+    "uses",
+    "was migrated to",
+    "breaks on",
+    "needs a fix for",
+    "was configured with",
+    "depends on",
+    "was rewritten around",
+    "crashes with",
+    "got slower after",
+    "now implements",
+    "should switch to",
+    "stopped working with",
 )
 OBJECTS = (
-    "the new Postgres schema", "Redis sentinel", "JWT rotation", "Python 3.12", "the Neo4j driver",
-    "pytest fixtures", "alembic revisions", "a Kubernetes liveness probe", "the OpenAI client",
-    "SQLite WAL mode", "asyncio task groups", "a retry with backoff", "the S3 bucket policy",
-    "feature flags", "the GraphQL resolver", "a missing environment variable", "gzip compression",
-    "utf-8 decoding", "the staging certificate", "connection pooling",
+    "the new Postgres schema",
+    "Redis sentinel",
+    "JWT rotation",
+    "Python 3.12",
+    "the Neo4j driver",
+    "pytest fixtures",
+    "alembic revisions",
+    "a Kubernetes liveness probe",
+    "the OpenAI client",
+    "SQLite WAL mode",
+    "asyncio task groups",
+    "a retry with backoff",
+    "the S3 bucket policy",
+    "feature flags",
+    "the GraphQL resolver",
+    "a missing environment variable",
+    "gzip compression",
+    "utf-8 decoding",
+    "the staging certificate",
+    "connection pooling",
 )
 FILLER = (
     "so we should check it again tomorrow and then rerun the whole suite before merging "
@@ -153,9 +197,7 @@ def generate(size: int, base: list[str], rare: list[str], seed: int = 17) -> lis
         content = " ".join(words)
         if role == Role.tool:
             content = f"$ pytest -q\nFAILED tests/test_{rare_words[0][:20]}.py - {content}\n" * rng.randint(1, 4)
-        message = NewMessage(
-            role=role, content=content, created_at=start + timedelta(seconds=index), metadata=metadata
-        )
+        message = NewMessage(role=role, content=content, created_at=start + timedelta(seconds=index), metadata=metadata)
         out.append((sentence, message))
     return out
 

@@ -1,15 +1,6 @@
-"""What is stored and how: models, the MemoryStore protocol, and its two backends."""
+"""What is stored and how: models, errors, identity, the `MemoryStore` protocol and its two backends.
 
-from graph_schema.errors import Conflict, InvalidInput, NotFound, PalimpsestError, StoreUnavailable
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-
-__all__ = [
-    "Conflict",
-    "InvalidInput",
-    "MemoryStore",
-    "Neo4jCredentials",
-    "NotFound",
-    "PalimpsestError",
-    "StoreUnavailable",
-    "open_store",
-]
+Import from the modules themselves (`palimpsest.graph_schema.store`, `.backends`,
+`.models`, ...): this package's ``__init__`` stays empty so that importing one of them
+loads nothing else.
+"""

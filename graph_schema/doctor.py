@@ -1,13 +1,13 @@
 """`doctor`: proves, rather than trusts, that a store keeps the lossless contract.
 
-Every invariant of DESIGN.md is recomputed from what the store hands back through two
+Every invariant of docs/architecture.md is recomputed from what the store hands back through two
 protocol verbs only (``list_threads`` and ``snapshot``), so the same check runs on every
 backend and catches damage done behind the store's back (an edited row, a deleted
 edge, a node moved to another partition). Hashes are recomputed from message fields
 and digests from the messages up, so a forged ``sha256`` or ``digest`` column does not
 hide anything.
 
-Each breach names the invariant (DESIGN numbering), the thread, the node and what is
+Each breach names the invariant (numbered as in docs/architecture.md), the thread, the node and what is
 wrong in one sentence.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, Field
 
-from graph_schema.errors import NotFound
-from graph_schema.identity import message_sha256, summary_digest
-from graph_schema.models import Message, Summary, Thread, ThreadSnapshot
-from graph_schema.store import MemoryStore
+from palimpsest.graph_schema.errors import NotFound
+from palimpsest.graph_schema.identity import message_sha256, summary_digest
+from palimpsest.graph_schema.models import Message, Summary, Thread, ThreadSnapshot
+from palimpsest.graph_schema.store import MemoryStore
 
 #: ``list_threads`` has no cursor: ask for more threads than any store holds.
 MAX_THREADS = 10_000_000
@@ -30,7 +30,7 @@ MAX_THREADS = 10_000_000
 class Breach(BaseModel):
     """One broken invariant at one node."""
 
-    invariant: int = Field(ge=1, le=7, description="The invariant broken, numbered as in DESIGN.md.")
+    invariant: int = Field(ge=1, le=7, description="The invariant broken, numbered as in docs/architecture.md.")
     thread_id: str
     node_id: str | None = Field(description="The message or summary at fault; None for the thread itself.")
     message: str = Field(description="What is wrong, in one sentence.")
@@ -69,7 +69,7 @@ async def check_store(
 
 
 def check_snapshot(snapshot: ThreadSnapshot) -> list[Breach]:
-    """Every breach in one thread's snapshot, invariants in DESIGN order."""
+    """Every breach in one thread's snapshot, invariants in their numbered order."""
     return list(_ThreadCheck(snapshot).run())
 
 
@@ -316,9 +316,7 @@ class _ThreadCheck:
         seqs = [message.seq for message in self.messages]
         if seqs != list(range(len(seqs))):
             gap = next(index for index, seq in enumerate(seqs) if seq != index)
-            yield self.breach(
-                5, None, f"message seqs are not 0..{len(seqs) - 1}: seq {gap} is missing or repeated"
-            )
+            yield self.breach(5, None, f"message seqs are not 0..{len(seqs) - 1}: seq {gap} is missing or repeated")
         if self.thread.message_count != len(self.messages):
             yield self.breach(
                 5,
@@ -345,9 +343,7 @@ class _ThreadCheck:
                 yield self.breach(5, node_id, f"frontier node over seq {first}-{last} {what}")
             expected_first = max(expected_first, last + 1)
         if seqs and expected_first != seqs[-1] + 1:
-            yield self.breach(
-                5, None, f"the frontier ends at seq {expected_first - 1}, not at the last message"
-            )
+            yield self.breach(5, None, f"the frontier ends at seq {expected_first - 1}, not at the last message")
 
     # -- 6: summaries are shorter ------------------------------------------------------------
 

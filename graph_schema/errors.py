@@ -8,7 +8,9 @@ Backends translate driver and sqlite3 exceptions into these, so nothing above
     ├── InvalidInput         an argument that can never succeed as given
     ├── Conflict             a write that would break an invariant (already covered,
     │                        thread owned by another partition)
-    └── StoreUnavailable     the database cannot be reached or answered with an outage
+    ├── StoreUnavailable     the database cannot be reached or answered with an outage
+    └── InternalError        Palimpsest's own query failed: a bug, never the caller's
+                             fault (logged with its detail; clients see only that)
 """
 
 from __future__ import annotations
@@ -37,3 +39,11 @@ class Conflict(PalimpsestError):
 
 class StoreUnavailable(PalimpsestError):
     """The store cannot be reached right now; the same call may succeed later."""
+
+
+class InternalError(PalimpsestError):
+    """A fault in Palimpsest itself, such as a query of its own the database refused.
+
+    Kept apart from `InvalidInput` so a bug is never reported as the caller's mistake:
+    the backend logs the database's detail, and clients are told only that it happened.
+    """

@@ -1,4 +1,4 @@
-"""Ids, content hashes and token estimates, computed the same way by every backend.
+"""Ids, content hashes, token estimates and words, computed the same way by every backend.
 
 Ids are derived from identity rather than drawn at random so that a retried append or
 a re-run compaction lands on the same node (idempotence without a lookup table), and
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 
 _SEP = "\x1f"
+_WORD = re.compile(r"\w+")
 
 
 def _hex(*parts: str) -> str:
@@ -47,7 +49,7 @@ def message_sha256(
     content: str,
     tool_call_id: str | None,
 ) -> str:
-    """The hash of a message's content and identity (DESIGN invariant 4).
+    """The hash of a message's content and identity (invariant 4 of docs/architecture.md).
 
     JSON-encoding the fields keeps the hash unambiguous whatever bytes the content
     holds (no separator can be forged from inside a field).
@@ -68,3 +70,13 @@ def estimate_tokens(text: str) -> int:
     checked with it, so it must never change between the write and the check.
     """
     return (len(text) + 3) // 4
+
+
+def words(text: str) -> list[str]:
+    """The words of a text as every search sees them: runs of letters, digits and ``_``.
+
+    The one tokenizer: both stores' full-text queries and hybrid ranking split text
+    here, so a word means the same thing wherever it is matched. Case is kept; callers
+    that compare words lower them.
+    """
+    return _WORD.findall(text)

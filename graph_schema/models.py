@@ -213,9 +213,9 @@ class FactStats(BaseModel):
         """Assemble the stats from ``(subject, kind, current, count)`` rows, as both stores read them."""
         topics: dict[str, FactTopic] = {}
         by_kind: dict[str, int] = {}
-        for subject, kind, current, count in counts:
+        for subject, kind, is_current, count in counts:
             topic = topics.setdefault(subject, FactTopic(subject=subject, current=0, superseded=0, kinds={}))
-            if current:
+            if is_current:
                 topic.current += count
             else:
                 topic.superseded += count

@@ -11,10 +11,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast, get_args
 
-from graph_schema.errors import Conflict, InvalidInput, NotFound
-from graph_schema.identity import (
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.identity import (
     estimate_tokens,
     fact_id,
     message_id,
@@ -22,7 +22,7 @@ from graph_schema.identity import (
     summary_digest,
     summary_id,
 )
-from graph_schema.models import (
+from palimpsest.graph_schema.models import (
     MAX_BATCH,
     MAX_MESSAGE_BYTES,
     MAX_NAME_CHARS,
@@ -31,6 +31,7 @@ from graph_schema.models import (
     NewFact,
     NewMessage,
     NewSummary,
+    SearchKind,
     Summary,
     utcnow,
 )
@@ -89,9 +90,7 @@ def prepare_append(
         check_utf8(f"message {index} content", message.content)
         size = len(message.content.encode("utf-8"))
         if size > MAX_MESSAGE_BYTES:
-            raise InvalidInput(
-                f"message {index} is {size} bytes, over the limit of {MAX_MESSAGE_BYTES} bytes"
-            )
+            raise InvalidInput(f"message {index} is {size} bytes, over the limit of {MAX_MESSAGE_BYTES} bytes")
         source_id = message.message_id or "gen-" + uuid.uuid4().hex
         check_name(f"message {index} message_id", source_id)
         if message.tool_call_id is not None:
@@ -136,9 +135,7 @@ def derive_summary(new: NewSummary, children: Sequence[Message | Summary], creat
             digests.append(child.sha256)
         else:
             if child.level != expected_level:
-                raise InvalidInput(
-                    f"a level-{new.level} summary cannot cover level-{child.level} summary {child.id}"
-                )
+                raise InvalidInput(f"a level-{new.level} summary cannot cover level-{child.level} summary {child.id}")
             ranges.append((child.first_seq, child.last_seq))
             digests.append(child.digest)
     for (_, previous_last), (next_first, _) in zip(ranges, ranges[1:], strict=False):
@@ -146,9 +143,7 @@ def derive_summary(new: NewSummary, children: Sequence[Message | Summary], creat
             raise InvalidInput("the children of a summary must be a contiguous run in thread order")
     source_tokens = sum(child.tokens for child in children)
     if new.tokens >= source_tokens:
-        raise InvalidInput(
-            f"a summary must be shorter than its sources ({new.tokens} >= {source_tokens} tokens)"
-        )
+        raise InvalidInput(f"a summary must be shorter than its sources ({new.tokens} >= {source_tokens} tokens)")
     check_utf8("summary text", new.text)
     return Summary(
         id=summary_id(new.partition, new.thread_id, new.level, new.child_ids),
@@ -319,3 +314,15 @@ def unique_ids(kind: str, ids: Sequence[str]) -> list[str]:
     if len(ids) > MAX_BATCH:
         raise InvalidInput(f"at most {MAX_BATCH} {kind} ids per call, got {len(ids)}")
     return list(dict.fromkeys(ids))
+
+
+def check_kinds(kinds: Sequence[str]) -> list[SearchKind]:
+    """The search kinds asked, each once, in order: one rule for every search of both stores.
+
+    Raises:
+        InvalidInput: for a kind that is not message, summary or fact.
+    """
+    unknown = sorted(set(kinds) - set(get_args(SearchKind)))
+    if unknown:
+        raise InvalidInput(f"unknown search kinds {unknown}: use message, summary or fact")
+    return [cast(SearchKind, kind) for kind in dict.fromkeys(kinds)]

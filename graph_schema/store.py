@@ -1,6 +1,6 @@
 """The one seam between Palimpsest and a database: the `MemoryStore` protocol.
 
-Its docstrings are the contract both backends (`sqlite.py`, `neo4j.py`) implement and
+Its docstrings are the contract both backends (`sqlite/`, `neo4j/`) implement and
 the contract suite (`tests/test_store_contract.py`) checks. The verbs are domain verbs;
 no query string ever crosses this line.
 
@@ -13,12 +13,10 @@ partition than the one asked is reported as unknown, so partitions never leak.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from graph_schema.errors import InvalidInput
-from graph_schema.models import (
+from palimpsest.graph_schema.models import (
     AppendResult,
     EmbeddingTodo,
     ExpandPage,
@@ -139,6 +137,9 @@ class MemoryStore(Protocol):
         Any user string is safe: query-language syntax (quotes, ``*``, ``:``, ``AND``,
         unbalanced brackets) is treated as plain words, never an error. A query with no
         word characters returns no hits.
+
+        :raises InvalidInput: if a kind is not message, summary or fact, or limit is
+            out of bounds.
         """
         ...
 
@@ -155,9 +156,7 @@ class MemoryStore(Protocol):
         """
         ...
 
-    async def uncovered_messages(
-        self, partition: str, thread_id: str, *, limit: int | None = None
-    ) -> list[Message]:
+    async def uncovered_messages(self, partition: str, thread_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages no summary covers, oldest first.
 
         :raises NotFound: if the thread does not exist in the partition.
@@ -247,9 +246,7 @@ class MemoryStore(Protocol):
 
     # -- maintenance: leases and cycle records ----------------------------------------
 
-    async def acquire_lease(
-        self, name: str, holder: str, ttl_seconds: float, *, now: datetime | None = None
-    ) -> bool:
+    async def acquire_lease(self, name: str, holder: str, ttl_seconds: float, *, now: datetime | None = None) -> bool:
         """Take or renew the lease ``name`` for ``holder`` until ``now + ttl_seconds``.
 
         One transaction: the lease is taken when nobody holds it, when its expiry is at
@@ -477,38 +474,3 @@ class MemoryStore(Protocol):
         :raises InvalidInput: if more than ``MAX_BATCH`` ids are asked at once.
         """
         ...
-
-
-@dataclass(frozen=True)
-class Neo4jCredentials:
-    """How to log in to a Neo4j server; the URI travels separately in the store URI."""
-
-    user: str = "neo4j"
-    password: str | None = None
-    database: str = "neo4j"
-
-
-SQLITE_PREFIX = "sqlite:///"
-NEO4J_SCHEMES = ("neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://")
-
-
-def open_store(uri: str, credentials: Neo4jCredentials | None = None) -> MemoryStore:
-    """A store for a URI, not yet initialized (call ``await store.initialize()``).
-
-    ``sqlite:///PATH`` (``sqlite:////abs/path`` for an absolute path, as in SQLAlchemy)
-    or ``sqlite:///:memory:``; ``neo4j://``, ``bolt://`` and their ``+s`` forms.
-
-    :raises InvalidInput: if the URI names no known store.
-    """
-    if uri.startswith(SQLITE_PREFIX):
-        from graph_schema.sqlite import SqliteStore
-
-        return SqliteStore(uri[len(SQLITE_PREFIX) :])
-    if uri.startswith(NEO4J_SCHEMES):
-        from graph_schema.neo4j import Neo4jStore
-
-        return Neo4jStore(uri, credentials or Neo4jCredentials())
-    raise InvalidInput(
-        f"unknown store URI {uri!r}: use sqlite:///PATH, sqlite:///:memory:, "
-        "neo4j://HOST:PORT or bolt://HOST:PORT"
-    )

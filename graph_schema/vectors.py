@@ -17,8 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from graph_schema.errors import InvalidInput
-from graph_schema.models import SearchKind
+from palimpsest.graph_schema.errors import InvalidInput
 
 #: Node kinds as small integers in the matrix's kind column.
 KIND_CODES: dict[str, int] = {"message": 0, "summary": 1, "fact": 2}
@@ -26,18 +25,6 @@ KIND_CODES: dict[str, int] = {"message": 0, "summary": 1, "fact": 2}
 SNIPPET_CHARS = 240
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-
-
-def check_kinds(kinds: Sequence[str]) -> list[SearchKind]:
-    """The kinds asked, each once, in order.
-
-    Raises:
-        InvalidInput: for a kind that is not message, summary or fact.
-    """
-    unknown = sorted(set(kinds) - set(KIND_CODES))
-    if unknown:
-        raise InvalidInput(f"unknown search kinds {unknown}: use message, summary or fact")
-    return list(dict.fromkeys(kinds))  # type: ignore[arg-type]
 
 
 def check_index_args(dimensions: int, model: str) -> None:
@@ -129,9 +116,9 @@ class VectorMatrix:
             return
         with self._lock:
             end = self.size + len(rows)
-            self._fit(end)
+            matrix = self._fit(end)
             block = np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4")
-            self._matrix[self.size : end] = block.reshape(len(rows), self.dimensions)
+            matrix[self.size : end] = block.reshape(len(rows), self.dimensions)
             self._kinds[self.size : end] = [KIND_CODES[row.kind] for row in rows]
             self._threads[self.size : end] = [
                 self.thread_codes.setdefault(row.thread_id, len(self.thread_codes)) for row in rows
@@ -141,16 +128,17 @@ class VectorMatrix:
             self.max_pk = rows[-1].pk
             self.size = end
 
-    def _fit(self, end: int) -> None:
-        """Grow the buffers to hold ``end`` rows, if they cannot yet (the lock is held)."""
+    def _fit(self, end: int) -> np.ndarray:
+        """Grow the buffers to hold ``end`` rows, if they cannot yet (the lock is held); the matrix."""
         if self._matrix is not None and end <= len(self._matrix):
-            return
+            return self._matrix
         # A quarter of headroom: the next appends (one per tool call) fit without a copy.
         capacity = max(end + end // 4, 1024)
         self._matrix = _grown(self._matrix, (capacity, self.dimensions), np.float32, self.size)
         self._kinds = _grown(self._kinds, (capacity,), np.int8, self.size)
         self._threads = _grown(self._threads, (capacity,), np.int32, self.size)
         self._created = _grown(self._created, (capacity,), np.int64, self.size)
+        return self._matrix
 
     def nearest(
         self,
@@ -192,7 +180,7 @@ class VectorMatrix:
 
 def _grown(old: np.ndarray | None, shape: tuple[int, ...], dtype: type, keep: int) -> np.ndarray:
     """A bigger buffer holding the first ``keep`` rows of ``old``."""
-    new = np.empty(shape, dtype=dtype)
+    new: np.ndarray = np.empty(shape, dtype=dtype)
     if old is not None and keep:
         new[:keep] = old[:keep]
     return new
@@ -230,4 +218,6 @@ class VectorSpace:
         """Raises InvalidInput unless ``model`` is the settled model (vectors must match searches)."""
         _, settled = self.require()
         if model != settled:
-            raise InvalidInput(f"vectors of model {model!r} cannot be stored: the vector index is set up for {settled!r}")
+            raise InvalidInput(
+                f"vectors of model {model!r} cannot be stored: the vector index is set up for {settled!r}"
+            )

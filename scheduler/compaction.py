@@ -20,13 +20,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from graph_schema.errors import Conflict
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import Message, NewSummary, Summary
-from graph_schema.store import MemoryStore
-from scheduler.planner import plan_escalation, plan_leaf_chunks
-from scheduler.summarizer import Summarizer
-from scheduler.config import CompactionSettings
+from palimpsest.graph_schema.errors import Conflict
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import Message, NewSummary, Summary
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.planner import plan_escalation, plan_leaf_chunks
+from palimpsest.scheduler.summarizer import Summarizer
 
 logger = logging.getLogger(__name__)
 

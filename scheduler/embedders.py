@@ -20,8 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import openai
 
-from graph_schema.errors import InvalidInput, PalimpsestError
-from scheduler.config import LlmSettings
+from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
+from palimpsest.scheduler.config import LlmSettings
 
 #: The model name ``sentence-transformers:all-MiniLM-L6-v2`` resolves to the packaged copy of.
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
@@ -39,7 +39,9 @@ OPENAI_DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3
 #: Sent as the key when none is configured: local servers (Ollama, vLLM) ignore it.
 PLACEHOLDER_API_KEY = "palimpsest-no-key"
 
-_SPEC_HELP = "use none, sentence-transformers:MODEL_OR_PATH (e.g. sentence-transformers:all-MiniLM-L6-v2) or openai:MODEL"
+_SPEC_HELP = (
+    "use none, sentence-transformers:MODEL_OR_PATH (e.g. sentence-transformers:all-MiniLM-L6-v2) or openai:MODEL"
+)
 
 
 class EmbeddingFailed(PalimpsestError):
@@ -295,4 +297,3 @@ def make_embedder(spec: str, llm: LlmSettings | None = None) -> Embedder | None:
 
 def _brief(error: object) -> str:
     return " ".join(str(error).split())[:200]
-

@@ -14,11 +14,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from graph_schema.errors import PalimpsestError
-from graph_schema.models import EmbeddingTodo, SearchKind
-from graph_schema.store import MemoryStore
-from scheduler.compaction import Pause
-from scheduler.embedders import Embedder
+from palimpsest.graph_schema.errors import PalimpsestError
+from palimpsest.graph_schema.models import EmbeddingTodo, SearchKind
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import Pause
+from palimpsest.scheduler.embedders import Embedder
 
 logger = logging.getLogger(__name__)
 

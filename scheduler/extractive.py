@@ -10,7 +10,7 @@ the sections until the text fits a budget well under its sources' tokens.
 Same input, same text: no randomness, no set iteration, no clock.
 
 Tiny sources are the one limit: a summary must be shorter in
-``graph_schema.identity.estimate_tokens`` than what it covers, and below about eight
+``palimpsest.graph_schema.identity.estimate_tokens`` than what it covers, and below about eight
 tokens of sources there is no room for a useful line. The draft is then the shortest
 clipped line that fits (empty text for a single-token source), and for sources of zero
 tokens nothing is shorter: the draft is empty and the caller must leave those sources
@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from graph_schema.models import Message, Role, Summary
-from scheduler.summarizer import SummaryDraft
+from palimpsest.graph_schema.models import Message, Role, Summary
+from palimpsest.scheduler.summarizer import SummaryDraft
 
 #: The checkpoint's sections, in the order they are written.
 SECTIONS = (
@@ -530,4 +530,3 @@ def fit(checkpoint: Checkpoint, budget_tokens: int) -> str:
             trimmed.pinned_next = min(trimmed.pinned_next, len(items))
     first_item = next((items[0] for items in checkpoint.sections.values() if items), checkpoint.lead)
     return clip(f"Checkpoint: {first_item or 'no text'}", max_chars)
-

@@ -44,9 +44,9 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from graph_schema.errors import Conflict, InvalidInput
-from graph_schema.models import Fact, FactLayerState, FactStats, Message, NewFact, Role
-from graph_schema.store import MemoryStore
+from palimpsest.graph_schema.errors import Conflict, InvalidInput
+from palimpsest.graph_schema.models import Fact, FactLayerState, FactStats, Message, NewFact, Role
+from palimpsest.graph_schema.store import MemoryStore
 
 logger = logging.getLogger("palimpsest.facts")
 
@@ -167,9 +167,7 @@ TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 _CODE_SPAN = re.compile(r"`([^`\s][^`]{0,60})`")
 #: A technical-looking name: CamelCase (FastAPI), capitals (JWT, S3), or dotted/slashed (os.path).
-_NAME = re.compile(
-    r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9]+[a-z]*\d*|[a-z]\w*(?:[./][a-z]\w*)+)(?!\w)"
-)
+_NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9]+[a-z]*\d*|[a-z]\w*(?:[./][a-z]\w*)+)(?!\w)")
 _NAME_STOP = frozenset({"i", "a", "ok", "todo", "note", "e.g", "i.e", "etc"})
 
 

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 
 import openai
 
-from graph_schema.errors import InvalidInput, PalimpsestError
-from graph_schema.models import Message, Summary
-from scheduler.extractive import SECTIONS, target_tokens
-from scheduler.summarizer import SummaryDraft
-from scheduler.config import LlmSettings
+from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
+from palimpsest.graph_schema.models import Message, Summary
+from palimpsest.scheduler.config import LlmSettings
+from palimpsest.scheduler.extractive import SECTIONS, target_tokens
+from palimpsest.scheduler.summarizer import SummaryDraft
 
 #: Sent as the key when none is configured: local servers (Ollama, vLLM) ignore it.
 PLACEHOLDER_API_KEY = "palimpsest-no-key"

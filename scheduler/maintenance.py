@@ -34,16 +34,16 @@ from functools import partial
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from graph_schema.errors import PalimpsestError
-from graph_schema.models import MaintenanceCycle, utcnow
-from graph_schema.store import MemoryStore
-from scheduler.compaction import Pause, compact_thread
-from scheduler.foreground import ForegroundGate
-from scheduler.summarizer import Summarizer
-from scheduler.config import CompactionSettings, MaintenanceSettings
-from scheduler.embedders import Embedder
-from scheduler.embedding import backfill_embeddings
-from scheduler.facts import evolve_facts
+from palimpsest.graph_schema.errors import PalimpsestError
+from palimpsest.graph_schema.models import MaintenanceCycle, utcnow
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import Pause, compact_thread
+from palimpsest.scheduler.config import CompactionSettings, MaintenanceSettings
+from palimpsest.scheduler.embedders import Embedder
+from palimpsest.scheduler.embedding import backfill_embeddings
+from palimpsest.scheduler.facts import evolve_facts
+from palimpsest.scheduler.foreground import ForegroundGate
+from palimpsest.scheduler.summarizer import Summarizer
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Compaction planning: which messages become which level-1 summary, which summaries escalate.
 
 Planning is kept apart from the engine (`scheduler/compaction.py`) and from the store so
-that the rules DESIGN.md states — the fresh tail is never touched, chunks respect a
+that the rules docs/architecture.md states — the fresh tail is never touched, chunks respect a
 message and a token cap, a tool call never leaves its result behind, runs of
 ``escalation_fanin`` adjacent summaries move one level up — are pure functions of the
 data, tested without a database.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graph_schema.errors import InvalidInput
-from graph_schema.models import Message, Role, Summary
-from scheduler.config import CompactionSettings
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import Message, Role, Summary
+from palimpsest.scheduler.config import CompactionSettings
 
 
 def plan_leaf_chunks(

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from graph_schema.models import Message, Summary
+from palimpsest.graph_schema.models import Message, Summary
 
 
 class SummaryDraft(BaseModel):

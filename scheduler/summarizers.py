@@ -1,6 +1,6 @@
 """Choosing a summarizer: the configured model, with the deterministic one behind it.
 
-DESIGN.md promises that compaction never stalls on a model: when it fails, is slow,
+docs/architecture.md promises that compaction never stalls on a model: when it fails, is slow,
 answers nothing or answers something no shorter than its sources (which would break
 invariant 6), the extractive summarizer writes the checkpoint instead, and the summary
 records who wrote it and why.
@@ -12,13 +12,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from graph_schema.errors import PalimpsestError
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import Message, Summary
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.llm import LlmSummarizer
-from scheduler.summarizer import Summarizer, SummaryDraft
-from scheduler.config import LlmSettings
+from palimpsest.graph_schema.errors import PalimpsestError
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import Message, Summary
+from palimpsest.scheduler.config import LlmSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from palimpsest.scheduler.llm import LlmSummarizer
+from palimpsest.scheduler.summarizer import Summarizer, SummaryDraft
 
 logger = logging.getLogger(__name__)
 

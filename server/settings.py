@@ -1,4 +1,4 @@
-"""Configuration: one pydantic-settings class read from SPEC's environment variables.
+"""Configuration: one pydantic-settings class read from the environment variables the README lists.
 
 Settings are read when a command or server starts (never at import time), and CLI flags
 override them by passing values to the constructor.
@@ -12,8 +12,9 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.config import CompactionSettings, LlmSettings, MaintenanceSettings
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.config import CompactionSettings, LlmSettings, MaintenanceSettings
 
 
 def default_store_uri() -> str:
@@ -27,7 +28,7 @@ def _env(*names: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    """Everything configurable, from SPEC's variables; flags override by constructor args."""
+    """Everything configurable, from the README's variables; flags override by constructor args."""
 
     model_config = SettingsConfigDict(env_prefix="PALIMPSEST_", populate_by_name=True, extra="ignore")
 

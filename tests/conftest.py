@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.store import MemoryStore
 
 if TYPE_CHECKING:
-    from scheduler.embedders import SentenceTransformerEmbedder
+    from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
 
 BACKENDS = ["sqlite", "neo4j"]
 
@@ -109,7 +110,7 @@ def minilm() -> Iterator[SentenceTransformerEmbedder]:
     Session-scoped, and the process keeps one loaded copy whichever embedder loads it,
     so the model loads once per test run; semantic tests never use a fake.
     """
-    from scheduler.embedders import SentenceTransformerEmbedder
+    from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")

@@ -12,10 +12,10 @@ import asyncio
 import logging
 import sys
 
-from graph_schema.store import Neo4jCredentials, open_store
-from scheduler.compaction import compact_thread
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.config import CompactionSettings
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
 
 
 async def main(argv: list[str]) -> None:

@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from graph_schema.errors import InvalidInput
-from graph_schema.models import NewMessage, Role
-from graph_schema.store import MemoryStore, open_store
-from server.claude_code import parse_claude_code, resume_position
-from server.cli import app
-from server.ingest import ingest_files
+from palimpsest.graph_schema.backends import open_store
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.cli.main import app
+from palimpsest.server.feeds.claude_code import parse_claude_code, resume_position
+from palimpsest.server.feeds.ingest import ingest_files
 
 SESSION = "5c1d2e3f-0a1b-4c2d-9e8f-7a6b5c4d3e2f"
 CWD = "/home/ada/src/billing-api"

@@ -18,11 +18,11 @@ import pytest
 from test_claude_code import SESSION, transcript, write_lines
 from typer.testing import CliRunner
 
-from graph_schema.errors import InvalidInput
-from graph_schema.store import MemoryStore
-from server.cli import app
-from server.codex import parse_codex
-from server.ingest import detect_format, ingest_files
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.cli.main import app
+from palimpsest.server.feeds.codex import parse_codex
+from palimpsest.server.feeds.ingest import detect_format, ingest_files
 
 ROLLOUT_ID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 CWD = "/home/ada/src/payments"

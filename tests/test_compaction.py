@@ -11,17 +11,18 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-
-from graph_schema.doctor import check_store
-from graph_schema.errors import NotFound
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import Message, NewMessage, NewSummary, Role
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.compaction import CompactionResult, compact_thread
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.summarizer import SummaryDraft
-from scheduler.config import CompactionSettings
 from transcripts import transcript
+
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.doctor import check_store
+from palimpsest.graph_schema.errors import NotFound
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import Message, NewMessage, NewSummary, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import CompactionResult, compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from palimpsest.scheduler.summarizer import SummaryDraft
 
 PARTITION = "claude-code"
 DEFAULTS = CompactionSettings()

@@ -30,17 +30,18 @@ from test_recall import seed as seed_recall
 from transcripts import transcript
 from typer.testing import CliRunner
 
-from graph_schema.errors import InvalidInput, NotFound
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import Message, NewMessage, Role
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.compaction import compact_thread
-from scheduler.config import CompactionSettings
-from scheduler.extractive import ExtractiveSummarizer
-from server.app import build_server
-from server.cli import app
-from server.context import MAX_BUDGET, MIN_BUDGET, TEXT_ORDER, AssembledContext, assemble_context
-from server.settings import Settings
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.errors import InvalidInput, NotFound
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import Message, NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from palimpsest.server.cli.main import app
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.retrieval.context import MAX_BUDGET, MIN_BUDGET, TEXT_ORDER, AssembledContext, assemble_context
+from palimpsest.server.settings import Settings
 
 PARTITION = "claude-code"
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """A compaction killed with SIGKILL leaves whole summaries or none, and a re-run finishes it.
 
-DESIGN promises each compaction step is one transaction. The only honest test is a real
+docs/architecture.md promises each compaction step is one transaction. The only honest test is a real
 crash: a child process (tests/crash_worker.py) compacts a large thread with a small
 threshold, so it writes hundreds of summaries, and is SIGKILLed once some exist. The
 store must then pass `doctor`, and compacting again must end in exactly the DAG an
@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from graph_schema.doctor import check_store
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.compaction import compact_thread
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.config import CompactionSettings
 from transcripts import transcript
+
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.doctor import check_store
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
 
 pytestmark = pytest.mark.slow
 
@@ -53,9 +54,7 @@ async def reference_dag() -> tuple[dict[str, str], list[int]]:
         await store.close()
 
 
-async def test_a_killed_compaction_is_finished_by_the_next(
-    store: MemoryStore, store_url: str, tmp_path: Path
-) -> None:
+async def test_a_killed_compaction_is_finished_by_the_next(store: MemoryStore, store_url: str, tmp_path: Path) -> None:
     await store.append_messages(PARTITION, THREAD, transcript(COUNT, prefix="c"))
     stdout, stderr = tmp_path / "worker.out", tmp_path / "worker.err"
     with stdout.open("wb") as out, stderr.open("wb") as err:

@@ -13,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_schema.errors import Conflict, InvalidInput, NotFound
-from graph_schema.identity import summary_digest, summary_id
-from graph_schema.models import Message, NewMessage, NewSummary, Role, Summary, ThreadBacklog
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.identity import summary_digest, summary_id
+from palimpsest.graph_schema.models import Message, NewMessage, NewSummary, Role, Summary, ThreadBacklog
+from palimpsest.graph_schema.store import MemoryStore
 
 P = "ide-a"
 T = "thread-1"
@@ -40,9 +41,7 @@ def content(index: int) -> str:
     return f"{TRICKY[index % len(TRICKY)]} #{index}"
 
 
-async def seed(
-    store: MemoryStore, count: int, *, partition: str = P, thread_id: str = T
-) -> list[Message]:
+async def seed(store: MemoryStore, count: int, *, partition: str = P, thread_id: str = T) -> list[Message]:
     """A thread of ``count`` messages with distinct times, as stored."""
     roles = [Role.user, Role.assistant, Role.tool, Role.assistant]
     await store.append_messages(

@@ -17,28 +17,27 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conftest import store_uri, wipe_neo4j
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import store_uri, wipe_neo4j
-from graph_schema.doctor import check_store
-from graph_schema.models import Message, NewMessage, Role
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.compaction import compact_thread
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.config import CompactionSettings
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.doctor import check_store
+from palimpsest.graph_schema.models import Message, NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
 
 EXAMPLES = {"sqlite": 25, "neo4j": 6}
 
-_SPECIALS = st.sampled_from(
-    ["\x00", "\r\n", "\r", "\n", "🙂", "👩‍💻", "ﬁ", "\u200b", "\ufeff", "é", "e\u0301", " "]
-)
+_SPECIALS = st.sampled_from(["\x00", "\r\n", "\r", "\n", "🙂", "👩‍💻", "ﬁ", "\u200b", "\ufeff", "é", "e\u0301", " "])
 _WORDS = st.sampled_from(
     ["The refresh token expired. ", "pytest -k auth failed: 401 != 200\n", "Decision: keep JWT. ", "src/auth/jwt.py "]
 )
-TEXT = st.lists(
-    st.one_of(st.text(st.characters(codec="utf-8"), max_size=12), _SPECIALS, _WORDS), max_size=14
-).map("".join)
+TEXT = st.lists(st.one_of(st.text(st.characters(codec="utf-8"), max_size=12), _SPECIALS, _WORDS), max_size=14).map(
+    "".join
+)
 PLAIN_ROLES = st.sampled_from([Role.user, Role.assistant, Role.system])
 
 
@@ -143,9 +142,7 @@ async def play(uri: str, partition: str, config: CompactionSettings, steps: list
             if isinstance(step, Append):
                 await store.append_messages(partition, thread.thread_id, thread.messages_of(step.units))
             elif thread.messages:
-                result = await compact_thread(
-                    store, partition, thread.thread_id, config, summarizer, force=step.force
-                )
+                result = await compact_thread(store, partition, thread.thread_id, config, summarizer, force=step.force)
                 assert result.status in ("compacted", "nothing_to_do")
                 for summary_id in result.summary_ids:
                     top_level = max(top_level, (await store.get_summary(partition, summary_id)).level)

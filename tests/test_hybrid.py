@@ -19,17 +19,17 @@ from test_ingest import line, write_jsonl
 from test_semantic import MINILM_SPEC, call, mcp_client, settings_for
 from typer.testing import CliRunner
 
-from graph_schema.errors import InvalidInput
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import MAX_BATCH, MessageRef, NewMessage, NewSummary, SearchHit
-from graph_schema.sqlite import SqliteStore
-from graph_schema.store import MemoryStore
-from scheduler.embedders import SentenceTransformerEmbedder
-from scheduler.embedding import backfill_embeddings
-from server.app import build_server
-from server.cli import app
-from server.grep import grep_memories
-from server.hybrid import (
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import MAX_BATCH, MessageRef, NewMessage, NewSummary, SearchHit
+from palimpsest.graph_schema.sqlite.store import SqliteStore
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
+from palimpsest.scheduler.embedding import backfill_embeddings
+from palimpsest.server.cli.main import app
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.retrieval.grep import grep_memories
+from palimpsest.server.retrieval.hybrid import (
     FusionWeights,
     fuse,
     hybrid_search,
@@ -310,7 +310,7 @@ async def test_sqlite_text_search_ranks_only_the_newest_matches_past_the_candida
         exact = await store.search_text("redis", partition=P, limit=5)
         assert all(found.snippet.startswith("redis redis redis old") for found in exact)
 
-        monkeypatch.setattr("graph_schema.sqlite_queries.MATCH_CANDIDATES", 10)
+        monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.MATCH_CANDIDATES", 10)
         capped = await store.search_text("redis", partition=P, limit=5)
         assert len(capped) == 5, "the partition filter applies before the cap"
         assert all(found.snippet.startswith("redis and many other words, new") for found in capped)

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from graph_schema.errors import Conflict, InvalidInput
-from graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
-from graph_schema.store import MemoryStore, open_store
-from server.ingest import IngestProgress, detect_format, ingest_files, parse_jsonl
+from palimpsest.graph_schema.backends import open_store
+from palimpsest.graph_schema.errors import Conflict, InvalidInput
+from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.feeds.ingest import IngestProgress, detect_format, ingest_files, parse_jsonl
 
 
 def line(thread_id: str = "t1", role: str = "user", content: str = "hello", **extra: Any) -> dict[str, Any]:

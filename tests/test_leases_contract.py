@@ -13,9 +13,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_schema.errors import InvalidInput
-from graph_schema.models import MaintenanceCycle
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import MaintenanceCycle
+from palimpsest.graph_schema.store import MemoryStore
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -21,14 +21,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
-from graph_schema.doctor import check_store
-from graph_schema.models import MaintenanceCycle, NewMessage, utcnow
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
-from scheduler.compaction import compact_thread
-from scheduler.config import CompactionSettings
-from scheduler.extractive import ExtractiveSummarizer
 from transcripts import transcript
+
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.doctor import check_store
+from palimpsest.graph_schema.models import MaintenanceCycle, NewMessage, utcnow
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import compact_thread
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.extractive import ExtractiveSummarizer
 
 pytestmark = pytest.mark.slow
 

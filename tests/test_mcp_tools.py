@@ -15,25 +15,25 @@ from typing import Any
 
 import mcp_types
 import pytest
+from conftest import neo4j_test_uri, wipe_neo4j
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
+from tcp_relay import TcpRelay
 
-from conftest import neo4j_test_uri, wipe_neo4j
-from graph_schema.errors import InvalidInput
-from graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES
-from graph_schema.neo4j import Neo4jStore
-from graph_schema.store import Neo4jCredentials
-from server.app import build_server, is_loopback, run_server
-from server.grep import required_word
-from server.partitions import (
+from palimpsest.graph_schema.backends import Neo4jCredentials
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES
+from palimpsest.graph_schema.neo4j.store import Neo4jStore
+from palimpsest.server.mcp.app import build_server, is_loopback, run_server
+from palimpsest.server.mcp.partitions import (
     PartitionDenied,
     PartitionTokenVerifier,
     load_token_grants,
     partition_for_client,
     resolve_partition,
 )
-from server.settings import Settings
-from tcp_relay import TcpRelay
+from palimpsest.server.retrieval.grep import required_word
+from palimpsest.server.settings import Settings
 
 TOOLS = {
     "append_messages",
@@ -205,11 +205,17 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("append_messages", {"thread_id": "t-b", "messages": [{**turn(52), "created_at": "next tuesday"}]}, "datetime"),
     ("append_messages", {"thread_id": "t-b", "messages": [{"role": "robot", "content": "beep"}]}, "role"),
     ("append_messages", {"thread_id": "t-b", "messages": []}, "at least 1 item"),
-    ("append_messages", {"thread_id": "t-b", "messages": [{"role": "user", "content": "."}] * (MAX_BATCH + 1)},
-     "at most"),
+    (
+        "append_messages",
+        {"thread_id": "t-b", "messages": [{"role": "user", "content": "."}] * (MAX_BATCH + 1)},
+        "at most",
+    ),
     ("append_messages", {"thread_id": "", "messages": [turn(53)]}, "at least 1 character"),
-    ("append_messages", {"thread_id": "t-b", "messages": [turn(54)], "partition": "   "},
-     "partition must not be empty"),
+    (
+        "append_messages",
+        {"thread_id": "t-b", "messages": [turn(54)], "partition": "   "},
+        "partition must not be empty",
+    ),
     ("describe_summary", {"summary_id": "sum_doesnotexist"}, "unknown summary id 'sum_doesnotexist'"),
     ("expand_summary", {"summary_id": "sum_doesnotexist"}, "unknown summary id"),
     ("get_summary_dag", {"thread_id": "no-such-thread"}, "unknown thread id 'no-such-thread'"),
@@ -246,7 +252,7 @@ async def test_bad_input_is_refused_clearly_and_changes_nothing(server: FastMCP)
                 await session.call_tool(tool, arguments)
             message = str(refused.value)
             assert expected in message, (tool, message)
-            assert "Traceback" not in message and "File \"" not in message
+            assert "Traceback" not in message and 'File "' not in message
             assert await _counts(session) == before, tool
 
 

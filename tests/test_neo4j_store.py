@@ -14,14 +14,14 @@ import socket
 from urllib.parse import urlsplit
 
 import pytest
-
-from graph_schema.errors import InvalidInput, StoreUnavailable
-from graph_schema.models import NewMessage, Role
-from graph_schema.neo4j import Neo4jStore, snippet
-from graph_schema.neo4j_queries import lucene_query
-from graph_schema.store import Neo4jCredentials
 from conftest import neo4j_test_uri, wipe_neo4j
 from tcp_relay import TcpRelay
+
+from palimpsest.graph_schema.backends import Neo4jCredentials
+from palimpsest.graph_schema.errors import InvalidInput, StoreUnavailable
+from palimpsest.graph_schema.models import NewMessage, Role
+from palimpsest.graph_schema.neo4j.queries import lucene_query
+from palimpsest.graph_schema.neo4j.store import Neo4jStore, snippet
 
 
 def free_port() -> int:

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph_schema.errors import InvalidInput
-from graph_schema.models import Message, NewMessage, Role, Summary
-from graph_schema.prepare import prepare_append
-from scheduler.planner import plan_escalation, plan_leaf_chunks
-from scheduler.config import CompactionSettings
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import Message, NewMessage, Role, Summary
+from palimpsest.graph_schema.prepare import prepare_append
+from palimpsest.scheduler.config import CompactionSettings
+from palimpsest.scheduler.planner import plan_escalation, plan_leaf_chunks
 from tests.transcripts import transcript
 
 PARTITION = "test-ide"

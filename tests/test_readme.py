@@ -13,9 +13,9 @@ import typer.main
 from fastmcp import Client
 from typer.testing import CliRunner
 
-from server.app import build_server
-from server.cli import app
-from server.settings import Settings
+from palimpsest.server.cli.main import app
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.settings import Settings
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
@@ -51,3 +51,17 @@ async def test_every_mcp_tool_is_documented(tmp_path: Path) -> None:
     for tool in tools:
         assert re.search(rf"^\| `{tool.name}` \| \S", README, re.MULTILINE), f"README's tool table lacks `{tool.name}`"
         assert tool.description, f"tool {tool.name} has no description"
+
+
+def test_the_layout_section_names_every_package() -> None:
+    layout = README.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    root = Path(__file__).resolve().parent.parent
+    packages = sorted(
+        init.parent.relative_to(root)
+        for layer in ("graph_schema", "scheduler", "server")
+        for init in (root / layer).rglob("__init__.py")
+    )
+    assert packages, "no package found"
+    for package in packages:
+        assert re.search(rf"^\s*{re.escape(package.name)}/", layout, re.MULTILINE), f"README's layout lacks {package}/"
+    assert "docs/architecture.md" in layout

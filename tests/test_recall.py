@@ -19,16 +19,17 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 from typer.testing import CliRunner
 
-from graph_schema.errors import InvalidInput
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import NewMessage, NewSummary, Role, SearchKind
-from graph_schema.store import MemoryStore, open_store
-from scheduler.facts import extract_facts
-from server.app import build_server
-from server.cli import app
-from server.grep import GrepHit
-from server.recall import RecallResult, recall, text_search
-from server.settings import Settings
+from palimpsest.graph_schema.backends import open_store
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import NewMessage, NewSummary, Role, SearchKind
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.facts import extract_facts
+from palimpsest.server.cli.main import app
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.retrieval.grep import GrepHit
+from palimpsest.server.retrieval.recall import RecallResult, recall, text_search
+from palimpsest.server.settings import Settings
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 JWT = "The API uses JWT bearer tokens for authentication, signed with RS256."
@@ -91,7 +92,7 @@ async def test_recall_ranks_facts_summaries_and_messages_together(store: MemoryS
     assert messages["a2"].covered_by == []
     assert all(message.thread_id in ("t-api", "t-web") for message in result.messages)
     scores = sorted(
-        ((item.rank, item.score) for group in (result.facts, result.summaries, result.messages) for item in group)
+        (item.rank, item.score) for group in (result.facts, result.summaries, result.messages) for item in group
     )
     assert [score for _, score in scores] == sorted((score for _, score in scores), reverse=True)
 

@@ -23,16 +23,16 @@ from fastmcp.exceptions import ToolError
 from test_ingest import line, write_jsonl
 from typer.testing import CliRunner
 
-from graph_schema.errors import InvalidInput
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import NewMessage, NewSummary
-from graph_schema.store import MemoryStore
-from scheduler.embedders import SentenceTransformerEmbedder
-from scheduler.embedding import backfill_embeddings, embed_new
-from server.app import build_server
-from server.cli import app
-from server.grep import grep_memories
-from server.settings import Settings
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import NewMessage, NewSummary
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
+from palimpsest.scheduler.embedding import backfill_embeddings, embed_new
+from palimpsest.server.cli.main import app
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.retrieval.grep import grep_memories
+from palimpsest.server.settings import Settings
 
 P = "claude"
 MINILM_SPEC = "sentence-transformers:all-MiniLM-L6-v2"
@@ -209,10 +209,12 @@ async def test_append_returns_while_the_embedder_is_still_busy(
     await store.ensure_vector_index(DIMENSIONS, "openai:nomic-embed-text")
     messages = [{"role": "user", "content": text, "message_id": f"m{i}"} for i, text in enumerate(DISTRACTORS)]
     async with mcp_client(server) as session:
-        started = time.monotonic()
-        appended = await call(session, "append_messages", thread_id="session-1", messages=messages)
-        assert time.monotonic() - started < 5
-        assert appended["appended"] == len(DISTRACTORS)
+        # The gate stays shut until after the append answers: had the append waited for
+        # its embeddings, it would never answer (the deadline only guards that wait).
+        appended = await asyncio.wait_for(
+            call(session, "append_messages", thread_id="session-1", messages=messages), timeout=60
+        )
+        assert appended["appended"] == len(DISTRACTORS) and not gated_endpoint.gate.is_set()
         # The embedder has been asked but has not answered: nothing is embedded yet.
         await eventually(lambda: _asked(gated_endpoint), timeout=10)
         assert len(await store.missing_embeddings(P)) == len(DISTRACTORS)
@@ -232,7 +234,9 @@ async def _asked(endpoint: EmbeddingsEndpoint) -> bool:
 
 def test_cli_ingest_embeds_and_grep_searches_by_meaning(tmp_path: Path, minilm: SentenceTransformerEmbedder) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    records = [line("session-1", "assistant", text, message_id=f"m{i}") for i, text in enumerate([*DISTRACTORS, STORED])]
+    records = [
+        line("session-1", "assistant", text, message_id=f"m{i}") for i, text in enumerate([*DISTRACTORS, STORED])
+    ]
     path = write_jsonl(tmp_path / "chat.jsonl", records)
     env = {"PALIMPSEST_STORE": url, "PALIMPSEST_PARTITION": None, "PALIMPSEST_EMBEDDER": MINILM_SPEC}
     runner = CliRunner()

@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph_schema import neo4j_base
-from graph_schema import sqlite as sqlite_backend
-from graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
-from graph_schema.identity import estimate_tokens, message_sha256
-from graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
-from graph_schema.sqlite import SqliteStore
-from graph_schema.store import MemoryStore
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
+from palimpsest.graph_schema.identity import estimate_tokens, message_sha256
+from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
+from palimpsest.graph_schema.neo4j import base as neo4j_base
+from palimpsest.graph_schema.sqlite import store as sqlite_backend
+from palimpsest.graph_schema.sqlite.store import SqliteStore
+from palimpsest.graph_schema.store import MemoryStore
 
 P = "ide-a"
 OTHER = "ide-b"
@@ -432,8 +432,8 @@ async def test_injection_looking_names_and_queries_are_plain_data(store: MemoryS
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from graph_schema.models import NewMessage
-    from graph_schema.store import Neo4jCredentials, open_store
+    from palimpsest.graph_schema.models import NewMessage
+    from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 
     async def main(uri: str, name: str, batches: int, size: int) -> None:
         store = open_store(uri, Neo4jCredentials())

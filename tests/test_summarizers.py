@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from graph_schema.errors import InvalidInput
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import Message, NewMessage, Role, Summary
-from scheduler.extractive import EXPAND_PREFIX, SECTIONS, ExtractiveSummarizer, parse_checkpoint
-from scheduler.llm import LlmError, LlmSummarizer
-from scheduler.summarizers import FallbackSummarizer, make_summarizer
-from scheduler.config import LlmSettings
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import Message, NewMessage, Role, Summary
+from palimpsest.scheduler.config import LlmSettings
+from palimpsest.scheduler.extractive import EXPAND_PREFIX, SECTIONS, ExtractiveSummarizer, parse_checkpoint
+from palimpsest.scheduler.llm import LlmError, LlmSummarizer
+from palimpsest.scheduler.summarizers import FallbackSummarizer, make_summarizer
 from tests.llm_endpoint import Reply, serve_chat
 from tests.test_planner import stored
 from tests.transcripts import transcript
@@ -76,8 +76,11 @@ GIT_DIFF = "\n".join(
         "@@ -1,6 +1,18 @@",
         "+from app.errors import ValidationFailed",
         "+",
-        *[f"+def check_field_{i}(value: str) -> str:\n+    if not value.strip():\n"
-          f"+        raise ValidationFailed('field {i} must not be empty')\n+    return value" for i in range(14)],
+        *[
+            f"+def check_field_{i}(value: str) -> str:\n+    if not value.strip():\n"
+            f"+        raise ValidationFailed('field {i} must not be empty')\n+    return value"
+            for i in range(14)
+        ],
         "diff --git a/tests/test_login.py b/tests/test_login.py",
         "+def test_empty_password(client):",
         "+    response = client.post('/login', json={'email': 'a@b.c', 'password': ''})",
@@ -281,7 +284,7 @@ async def test_same_input_same_text_even_across_hash_seeds() -> None:
     script = (
         "import asyncio\n"
         "from tests.test_planner import stored\nfrom tests.transcripts import transcript\n"
-        "from scheduler.extractive import ExtractiveSummarizer\n"
+        "from palimpsest.scheduler.extractive import ExtractiveSummarizer\n"
         "d = asyncio.run(ExtractiveSummarizer().summarize_messages(stored(transcript(40, seed=11))))\n"
         "print(d.text, end='')\n"
     )

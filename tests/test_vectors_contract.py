@@ -13,11 +13,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph_schema import neo4j_base
-from graph_schema.errors import Conflict, InvalidInput
-from graph_schema.identity import estimate_tokens
-from graph_schema.models import MAX_EMBED_CHARS, NewFact, NewMessage, NewSummary
-from graph_schema.store import MemoryStore, Neo4jCredentials, open_store
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.errors import Conflict, InvalidInput
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.graph_schema.models import MAX_EMBED_CHARS, NewFact, NewMessage, NewSummary
+from palimpsest.graph_schema.neo4j import base as neo4j_base
+from palimpsest.graph_schema.store import MemoryStore
 
 P = "ide-a"
 OTHER = "ide-b"

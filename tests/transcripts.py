@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from graph_schema.models import NewMessage, Role
+from palimpsest.graph_schema.models import NewMessage, Role
 
 _FILES = [
     "src/auth/jwt.py",
@@ -37,11 +37,10 @@ _THOUGHTS = [
     "Done. {file} now compares aware datetimes and the new test covers expiry.",
 ]
 _RESULTS = [
-    "def verify(token: str) -> Claims:\n    claims = jwt.decode(token, key, algorithms=[\"RS256\"])\n"
+    'def verify(token: str) -> Claims:\n    claims = jwt.decode(token, key, algorithms=["RS256"])\n'
     "    if claims.exp < datetime.utcnow():\n        raise Expired(claims.sub)\n    return claims\n",
-    "FAILED tests/test_refresh.py::test_rotated_token - AssertionError: 401 != 200\n"
-    "1 failed, 41 passed in 3.21s",
-    "ERROR: relation \"tokens\" does not exist\nLINE 1: INSERT INTO tokens (hash, sub, exp) VALUES ($1, $2, $3)",
+    "FAILED tests/test_refresh.py::test_rotated_token - AssertionError: 401 != 200\n1 failed, 41 passed in 3.21s",
+    'ERROR: relation "tokens" does not exist\nLINE 1: INSERT INTO tokens (hash, sub, exp) VALUES ($1, $2, $3)',
     "42 passed in 2.87s",
     "$ git diff --stat\n src/auth/jwt.py | 6 +++---\n tests/test_refresh.py | 18 ++++++++++++++++++\n",
 ]
@@ -78,6 +77,4 @@ def transcript(count: int, *, seed: int = 7, prefix: str = "m") -> list[NewMessa
         else:
             lines = [rng.choice(_THOUGHTS).format(file=rng.choice(_FILES)) for _ in range(rng.randint(1, 4))]
             messages.append(NewMessage(role=Role.assistant, content="\n".join(lines)))
-    return [
-        message.model_copy(update={"message_id": f"{prefix}{index}"}) for index, message in enumerate(messages)
-    ]
+    return [message.model_copy(update={"message_id": f"{prefix}{index}"}) for index, message in enumerate(messages)]

@@ -1,0 +1,258 @@
+"""The summary DAG on Neo4j: uncovered backlog, summaries, expansion, frontier, snapshot.
+
+Summaries are ``(:Summary)-[:SUMMARIZES {position}]->(child)`` edges over messages or
+lower summaries. `Neo4jDag.persist_summary` takes the thread node's write lock
+(``SET t._lock = true REMOVE t._lock``: held until commit, the node left unchanged)
+and reads, checks and finds the children uncovered in the transaction that writes the
+summary, so of two compactions of the same children exactly one wins. Counters on the
+Thread node (``covered_count`` beside ``message_count``) keep backlog questions O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from neo4j import AsyncManagedTransaction
+
+from palimpsest.graph_schema import identity
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.models import (
+    DagEdge,
+    ExpandPage,
+    FrontierItem,
+    Message,
+    NewSummary,
+    Summary,
+    SummaryDag,
+    ThreadBacklog,
+    ThreadSnapshot,
+    utcnow,
+)
+from palimpsest.graph_schema.neo4j import queries as q
+from palimpsest.graph_schema.neo4j.base import (
+    UNBOUNDED,
+    Neo4jBase,
+    from_epoch_us,
+    message_from_record,
+    plain_props,
+    thread_from_record,
+)
+from palimpsest.graph_schema.prepare import check_limit, decode_cursor, derive_summary, encode_cursor
+
+
+def _summary(record: dict[str, Any]) -> Summary:
+    parents = record["parent_ids"]
+    return Summary.model_validate(
+        {
+            **from_epoch_us(plain_props(record["props"])),
+            "child_ids": record["child_ids"],
+            "parent_id": parents[0] if parents else None,
+        }
+    )
+
+
+def _frontier(items: list[dict[str, Any]]) -> list[FrontierItem]:
+    return sorted((FrontierItem.model_validate(item) for item in items), key=lambda item: item.first_seq)
+
+
+class Neo4jDag(Neo4jBase):
+    """The summary DAG verbs, apart because compaction and expansion are the store's largest feature."""
+
+    async def count_uncovered(self, partition: str, thread_id: str) -> int:
+        """From the thread counters, O(1) (see `MemoryStore`)."""
+        return int((await self._thread_record(partition, thread_id))["uncovered"])
+
+    async def uncovered_messages(self, partition: str, thread_id: str, *, limit: int | None = None) -> list[Message]:
+        """Messages no summary covers, oldest first (see `MemoryStore`)."""
+        if limit is not None:
+            check_limit(limit)
+        rows = await self._query(
+            q.UNCOVERED_MESSAGES,
+            partition=partition,
+            thread_id=thread_id,
+            limit=UNBOUNDED if limit is None else limit,
+        )
+        if not rows:
+            raise NotFound("thread", thread_id)
+        return [message_from_record(raw) for raw in rows[0]["messages"]]
+
+    async def uncovered_summaries(self, partition: str, thread_id: str, level: int) -> list[Summary]:
+        """Summaries of one level without a parent, in thread order (see `MemoryStore`)."""
+        rows = await self._query(q.UNCOVERED_SUMMARIES, partition=partition, thread_id=thread_id, level=level)
+        return [_summary(row["summary"]) for row in rows]
+
+    async def persist_summary(self, summary: NewSummary) -> Summary:
+        """Write a summary and its edges in one transaction under the thread's lock.
+
+        The children are read, checked and found uncovered inside the same transaction
+        that writes the summary, after the lock is taken, so of two compactions of the
+        same children exactly one succeeds and the other gets `Conflict`.
+        """
+        created_at = utcnow()
+
+        async def work(tx: AsyncManagedTransaction) -> Summary:
+            rows = await self._run(
+                tx,
+                q.SUMMARY_LOCK,
+                thread_id=summary.thread_id,
+                partition=summary.partition,
+                child_ids=summary.child_ids,
+                summary_id=identity.summary_id(summary.partition, summary.thread_id, summary.level, summary.child_ids),
+            )
+            if not rows:
+                raise NotFound("thread", summary.thread_id)
+            found: dict[str, tuple[Message | Summary, bool]] = {}
+            for child in rows[0]["messages"]:
+                found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
+            for child in rows[0]["summaries"]:
+                node = _summary(child)
+                found[node.id] = (node, node.parent_id is not None)
+            for child_id in summary.child_ids:
+                if child_id not in found:
+                    raise NotFound("message" if summary.level == 1 else "summary", child_id)
+            derived = derive_summary(summary, [found[child_id][0] for child_id in summary.child_ids], created_at)
+            if rows[0]["exists"]:
+                raise Conflict(f"summary {derived.id} already exists")
+            covered = [child_id for child_id in summary.child_ids if found[child_id][1]]
+            if covered:
+                raise Conflict(f"{covered[0]} is already covered by another summary")
+            props = derived.model_dump(exclude={"child_ids", "parent_id"})
+            children = [{"id": child_id, "position": index} for index, child_id in enumerate(summary.child_ids)]
+            await self._run(
+                tx,
+                q.SUMMARY_WRITE_OVER_MESSAGES if summary.level == 1 else q.SUMMARY_WRITE_OVER_SUMMARIES,
+                thread_id=summary.thread_id,
+                props=props,
+                children=children,
+            )
+            return derived
+
+        return await self._transaction(work, write=True)
+
+    async def get_summary(self, partition: str | None, summary_id: str) -> Summary:
+        """One summary with ordered children and parent (see `MemoryStore`)."""
+        rows = await self._query(q.GET_SUMMARY, partition=partition, id=summary_id)
+        if not rows:
+            raise NotFound("summary", summary_id)
+        return _summary(rows[0]["summary"])
+
+    async def expand(
+        self,
+        partition: str | None,
+        summary_id: str,
+        *,
+        depth: int | None = None,
+        limit: int = 200,
+        cursor: str | None = None,
+    ) -> ExpandPage:
+        """A page of what a summary covers, in thread order (see `MemoryStore`).
+
+        ``depth=None`` (or a depth reaching level 0) reads messages by the summary's seq
+        range through the range index; a smaller depth walks SUMMARIZES edges down.
+        """
+        if depth is not None and depth < 1:
+            raise InvalidInput(f"depth must be at least 1, got {depth}")
+        check_limit(limit)
+        offset = decode_cursor(cursor)
+        top = await self.get_summary(partition, summary_id)
+        target = 0 if depth is None else top.level - depth
+        items: list[Message | Summary]
+        if target <= 0:
+            total = top.message_count
+            items = []
+            if offset < total:  # past the end there is nothing to read (and no seq to compute)
+                (row,) = await self._query(
+                    q.MESSAGES_IN_RANGE,
+                    partition=top.partition,
+                    thread_id=top.thread_id,
+                    first_seq=top.first_seq + offset,
+                    last_seq=top.last_seq,
+                    limit=min(limit, total - offset),
+                )
+                items = [message_from_record(raw) for raw in row["messages"]]
+        else:
+            rows = await self._query(q.DESCENDANTS, id=top.id, level=target, offset=offset, limit=limit)
+            total = rows[0]["total"]
+            page = [_summary(raw) for raw in rows[0]["page"]]
+            page.sort(key=lambda node: node.first_seq)
+            items = list(page)
+        end = offset + len(items)
+        return ExpandPage(
+            summary_id=top.id,
+            items=items,
+            total=total,
+            next_cursor=encode_cursor(end) if items and end < total else None,
+        )
+
+    async def covered_by(self, message_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The summary chain above each message, lowest level first (see `MemoryStore`)."""
+        chains: dict[str, list[str]] = {message_id: [] for message_id in message_ids}
+        if chains:
+            for row in await self._query(q.COVERED_BY, ids=list(chains)):
+                chains[row["id"]] = row["chain"]
+        return chains
+
+    async def frontier(self, partition: str, thread_id: str) -> list[FrontierItem]:
+        """Top summaries and uncovered messages in thread order (see `MemoryStore`)."""
+        rows = await self._query(q.FRONTIER, partition=partition, thread_id=thread_id)
+        if not rows:
+            raise NotFound("thread", thread_id)
+        return _frontier(rows[0]["items"])
+
+    async def summary_dag(self, partition: str, thread_id: str) -> SummaryDag:
+        """Every summary, the summary-to-summary edges and the frontier, read at once."""
+
+        async def work(tx: AsyncManagedTransaction) -> SummaryDag:
+            rows = await self._run(tx, q.THREAD_SUMMARIES, partition=partition, thread_id=thread_id)
+            if not rows:
+                raise NotFound("thread", thread_id)
+            (frontier,) = await self._run(tx, q.FRONTIER, partition=partition, thread_id=thread_id)
+            nodes = [_summary(row) for row in rows[0]["summaries"]]
+            return SummaryDag(
+                thread_id=thread_id,
+                partition=partition,
+                nodes=nodes,
+                edges=[
+                    DagEdge(parent_id=node.id, child_id=child_id, position=position)
+                    for node in nodes
+                    if node.level > 1
+                    for position, child_id in enumerate(node.child_ids)
+                ],
+                frontier=_frontier(frontier["items"]),
+            )
+
+        return await self._transaction(work, write=False)
+
+    async def compaction_candidates(
+        self, partition: str | None, *, min_uncovered: int, limit: int
+    ) -> list[ThreadBacklog]:
+        """Threads by uncovered count from the thread counters (see `MemoryStore`)."""
+        check_limit(limit)
+        rows = await self._query(q.COMPACTION_CANDIDATES, partition=partition, min_uncovered=min_uncovered, limit=limit)
+        return [ThreadBacklog.model_validate(row) for row in rows]
+
+    async def snapshot(self, partition: str | None, thread_id: str) -> ThreadSnapshot:
+        """The whole thread, in one read transaction (see `MemoryStore`)."""
+
+        async def work(tx: AsyncManagedTransaction) -> ThreadSnapshot:
+            rows = await self._run(tx, q.THREAD_SUMMARIES, partition=partition, thread_id=thread_id)
+            if not rows:
+                raise NotFound("thread", thread_id)
+            thread = thread_from_record(rows[0]["props"])
+            (messages,) = await self._run(
+                tx,
+                q.GET_MESSAGES,
+                partition=thread.partition,
+                thread_id=thread_id,
+                first_seq=0,
+                last_seq=UNBOUNDED,
+                limit=UNBOUNDED,
+            )
+            return ThreadSnapshot(
+                thread=thread,
+                messages=[message_from_record(raw) for raw in messages["messages"]],
+                summaries=[_summary(row) for row in rows[0]["summaries"]],
+            )
+
+        return await self._transaction(work, write=False)

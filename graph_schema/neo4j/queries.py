@@ -1,0 +1,738 @@
+"""Every Cypher query of the Neo4j backend, as constants with parameters only.
+
+Kept apart from the backend's feature modules (which alone import it) so the store's
+logic and its queries each stay readable. The schema DDL lives in ``schema.cypher``; the
+Lucene query made from a user's search string is built here too. Queries are
+``LiteralString`` so no value is ever formatted into Cypher: fragments below are
+joined only with other literals.
+
+Conventions: ``t`` is a Thread, ``m`` a Message, ``s`` a Summary. ``$partition`` is
+null when the caller may see every partition. Message lookups give the range index
+``message_thread_seq`` equality on (partition, thread_id) and a range on seq, and
+order by all three so the index order is used; summary lookups give
+``summary_thread_level`` a predicate on each of its properties for the same reason.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import LiteralString
+
+from palimpsest.graph_schema import identity
+
+#: At most this many terms of a search reach Lucene (its clause limit is 1024).
+MAX_QUERY_TERMS = 64
+_ALNUM = re.compile(r"[^\W_]")
+
+
+def schema_statements() -> list[str]:
+    """The DDL of ``schema.cypher``, one statement per ``;``, comments dropped."""
+    text = resources.files(__package__).joinpath("schema.cypher").read_text("utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("//")]
+    return [stmt.strip() for stmt in "\n".join(lines).split(";") if stmt.strip()]
+
+
+def lucene_query(text: str) -> str | None:
+    """A Lucene query that matches any word of ``text``, whatever syntax ``text`` holds.
+
+    Terms are the ``\\w+`` runs of ``text`` plus its whitespace-separated chunks that
+    hold punctuation (Lucene's standard tokenizer keeps ``os.path`` or ``file.py`` as
+    one token, so the chunk must be searched whole to find it). Each term is quoted,
+    so ``AND``, ``*``, ``:`` or brackets are only ever words, and they are OR-ed.
+    None when ``text`` holds no letter or digit at all.
+    """
+    chunks = [chunk for chunk in text.lower().split() if identity.words(chunk) != [chunk]]
+    terms = [term for term in [*chunks, *identity.words(text.lower())] if _ALNUM.search(term)]
+    unique = list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
+    if not unique:
+        return None
+    return " OR ".join('"' + term.replace("\\", "\\\\").replace('"', '\\"') + '"' for term in unique)
+
+
+#: A message's properties, ``created_at`` as exact epoch microseconds (``epochMillis``
+#: floors where ``epochSeconds`` truncates): the driver hydrates a DateTime in pure
+#: Python, most of a message read's time, and an int natively.
+_MESSAGE_PROPS: LiteralString = """m {.*,
+    created_at: m.created_at.epochMillis * 1000 + m.created_at.microsecond % 1000
+}"""
+
+#: A summary as one map: its properties (timestamps as epoch microseconds, as in
+#: ``_MESSAGE_PROPS``), ordered child ids and parent ids.
+_SUMMARY_MAP: LiteralString = """{
+    props: s {.*,
+        created_at: s.created_at.epochMillis * 1000 + s.created_at.microsecond % 1000,
+        earliest_at: s.earliest_at.epochMillis * 1000 + s.earliest_at.microsecond % 1000,
+        latest_at: s.latest_at.epochMillis * 1000 + s.latest_at.microsecond % 1000
+    },
+    child_ids: COLLECT { MATCH (s)-[r:SUMMARIZES]->(c) RETURN c.id ORDER BY r.position },
+    parent_ids: COLLECT { MATCH (p:Summary)-[:SUMMARIZES]->(s) RETURN p.id }
+}"""
+
+#: The thread of a read, hidden when it lives in another partition.
+_THREAD: LiteralString = """
+MATCH (t:Thread {id: $thread_id})
+WHERE $partition IS NULL OR t.partition = $partition
+"""
+
+AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
+
+# -- threads and messages ----------------------------------------------------------
+
+#: Create or find the thread, take its write lock, then read its counters and which
+#: of the batch's ids are already stored: everything after this sees committed state.
+#: A message id derives from its thread, so an empty thread (a fresh ingest) holds
+#: none of them and the lookups are skipped.
+APPEND_LOCK: LiteralString = """
+MERGE (t:Thread {id: $thread_id})
+ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $now,
+    t.updated_at = $now, t.last_seq = -1, t.message_count = 0, t.covered_count = 0, t.tokens = 0
+SET t._lock = true
+REMOVE t._lock
+RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
+    t.message_count - t.covered_count AS uncovered,
+    COLLECT {
+        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $ids END AS id
+        MATCH (m:Message {id: id}) RETURN m.id
+    } AS existing
+"""
+
+#: One batch of new messages, chained by NEXT from the thread's previous last message.
+#: ``row.created_at`` arrives as epoch microseconds (an int packs natively, a Python
+#: datetime in the driver's pure-Python code) and is stored as a UTC DateTime, split
+#: with floor semantics so times before 1970 stay exact.
+APPEND_WRITE: LiteralString = """
+MATCH (t:Thread {id: $thread_id})
+SET t.last_seq = $last_seq, t.message_count = t.message_count + size($rows),
+    t.tokens = t.tokens + $tokens, t.updated_at = $now, t.project = coalesce(t.project, $project)
+WITH t
+OPTIONAL MATCH (prev:Message {partition: $partition, thread_id: $thread_id, seq: $prev_seq})
+CALL (prev) {
+    UNWIND $rows AS row
+    WITH row, (row.created_at % 1000000 + 1000000) % 1000000 AS micros
+    CREATE (m:Message)
+    SET m = row, m.created_at = datetime({
+        epochSeconds: (row.created_at - micros) / 1000000, nanosecond: micros * 1000
+    })
+    WITH collect(m) AS created
+    WITH CASE WHEN prev IS NULL THEN created ELSE [prev] + created END AS chain
+    UNWIND range(0, size(chain) - 2) AS i
+    WITH chain[i] AS a, chain[i + 1] AS b
+    CREATE (a)-[:NEXT]->(b)
+}
+RETURN t.message_count - t.covered_count AS uncovered
+"""
+
+GET_THREAD: LiteralString = (
+    _THREAD
+    + """
+RETURN properties(t) AS props, t.message_count - t.covered_count AS uncovered
+"""
+)
+
+LIST_THREADS: LiteralString = """
+MATCH (t:Thread)
+WHERE $partition IS NULL OR t.partition = $partition
+RETURN properties(t) AS props
+ORDER BY t.updated_at DESC, t.id
+LIMIT $limit
+"""
+
+GET_MESSAGES: LiteralString = (
+    _THREAD
+    + """
+RETURN COLLECT {
+    MATCH (m:Message {partition: t.partition, thread_id: t.id})
+    WHERE m.seq >= $first_seq AND m.seq <= $last_seq
+    RETURN """
+    + _MESSAGE_PROPS
+    + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
+} AS messages
+"""
+)
+
+GET_MESSAGE: LiteralString = (
+    """
+MATCH (m:Message {id: $id})
+WHERE $partition IS NULL OR m.partition = $partition
+RETURN """
+    + _MESSAGE_PROPS
+    + """ AS props
+"""
+)
+
+_TEXT_FILTERS: LiteralString = """
+WITH node, score,
+    CASE WHEN node:Message THEN 'message' WHEN node:Summary THEN 'summary' ELSE 'fact' END AS kind
+WHERE kind IN $kinds
+    AND ($partition IS NULL OR node.partition = $partition)
+    AND ($thread_id IS NULL OR node.thread_id = $thread_id
+        OR (node:Fact AND EXISTS { (node)-[:EXTRACTED_FROM]->(:Message {thread_id: $thread_id}) }))
+    AND ($since IS NULL OR node.created_at >= $since)
+    AND ($until IS NULL OR node.created_at <= $until)
+"""
+#: The first ``$limit`` that passed, one map a row, in Lucene's score order.
+_TEXT_HITS: LiteralString = """RETURN {id: node.id, kind: kind, thread_id: node.thread_id, partition: node.partition,
+    score: score, text: coalesce(node.content, node.text), created_at: node.created_at,
+    source_id: node.source_id, level: node.level, role: node.role} AS hit
+LIMIT $limit
+"""
+
+#: Lucene's top ``$k`` (it skips what cannot make them), filtered; ``candidates`` says
+#: whether the index had more to give. Hits stay in Lucene's score order.
+SEARCH_TEXT: LiteralString = (
+    """
+CALL db.index.fulltext.queryNodes('memory_text', $query, {limit: $k}) YIELD node, score
+WITH collect([node, score]) AS found
+RETURN size(found) AS candidates, COLLECT {
+    UNWIND found AS pair
+    WITH pair[0] AS node, pair[1] AS score
+    """
+    + _TEXT_FILTERS
+    + _TEXT_HITS
+    + """} AS hits
+"""
+)
+
+#: Every Lucene match in score order, filtered (no ORDER BY, so the filter streams):
+#: when the top candidates held too few that pass the filters.
+SEARCH_TEXT_ALL: LiteralString = (
+    """
+CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
+"""
+    + _TEXT_FILTERS
+    + _TEXT_HITS
+)
+
+STATS: LiteralString = """
+MATCH (t:Thread)
+WHERE $partition IS NULL OR t.partition = $partition
+WITH count(t) AS threads, sum(t.message_count) AS messages, sum(t.tokens) AS tokens
+RETURN threads, messages, tokens,
+    COLLECT {
+        MATCH (s:Summary) WHERE $partition IS NULL OR s.partition = $partition
+        WITH s.level AS level, count(*) AS n
+        RETURN [level, n]
+    } AS levels,
+    COUNT { MATCH (f:Fact) WHERE $partition IS NULL OR f.partition = $partition } AS facts
+"""
+
+# -- the summary DAG ---------------------------------------------------------------
+
+UNCOVERED_MESSAGES: LiteralString = (
+    _THREAD
+    + """
+RETURN COLLECT {
+    MATCH (m:Message {partition: t.partition, thread_id: t.id})
+    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    RETURN """
+    + _MESSAGE_PROPS
+    + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
+} AS messages
+"""
+)
+
+UNCOVERED_SUMMARIES: LiteralString = (
+    """
+MATCH (s:Summary {thread_id: $thread_id, level: $level})
+WHERE s.first_seq >= 0 AND s.partition = $partition
+    AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
+RETURN """
+    + _SUMMARY_MAP
+    + """ AS summary
+ORDER BY s.thread_id, s.level, s.first_seq
+"""
+)
+
+#: Lock the thread, then read the proposed children (only those of this thread and
+#: partition) with whether something already covers them, and whether the summary
+#: itself exists: all after the lock, so a concurrent compaction is seen committed.
+#: The hint keeps the planner on the id constraint: left alone it may seek the
+#: partition index and read every thread of the partition on each summary write.
+SUMMARY_LOCK: LiteralString = (
+    """
+MATCH (t:Thread {id: $thread_id})
+USING INDEX t:Thread(id)
+WHERE t.partition = $partition
+SET t._lock = true
+REMOVE t._lock
+RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
+    COLLECT {
+        UNWIND $child_ids AS id
+        MATCH (m:Message {id: id})
+        WHERE m.partition = $partition AND m.thread_id = $thread_id
+        RETURN {props: """
+    + _MESSAGE_PROPS
+    + """, covered: EXISTS { (:Summary)-[:SUMMARIZES]->(m) }}
+    } AS messages,
+    COLLECT {
+        UNWIND $child_ids AS id
+        MATCH (s:Summary {id: id})
+        WHERE s.partition = $partition AND s.thread_id = $thread_id
+        RETURN """
+    + _SUMMARY_MAP
+    + """
+    } AS summaries
+"""
+)
+
+SUMMARY_WRITE_OVER_MESSAGES: LiteralString = """
+MATCH (t:Thread {id: $thread_id})
+SET t.covered_count = t.covered_count + size($children)
+CREATE (s:Summary)
+SET s = $props
+WITH s
+UNWIND $children AS child
+MATCH (c:Message {id: child.id})
+CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
+"""
+
+SUMMARY_WRITE_OVER_SUMMARIES: LiteralString = """
+CREATE (s:Summary)
+SET s = $props
+WITH s
+UNWIND $children AS child
+MATCH (c:Summary {id: child.id})
+CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
+"""
+
+GET_SUMMARY: LiteralString = (
+    """
+MATCH (s:Summary {id: $id})
+WHERE $partition IS NULL OR s.partition = $partition
+RETURN """
+    + _SUMMARY_MAP
+    + """ AS summary
+"""
+)
+
+#: A page of the messages a summary covers, by its seq range, through the range index.
+#: The caller starts ``$first_seq`` at the page's first seq (a summary's range is gap
+#: free) rather than SKIP-ping, and one collected list beats a record per message.
+MESSAGES_IN_RANGE: LiteralString = (
+    """
+RETURN COLLECT {
+    MATCH (m:Message {partition: $partition, thread_id: $thread_id})
+    WHERE m.seq >= $first_seq AND m.seq <= $last_seq
+    RETURN """
+    + _MESSAGE_PROPS
+    + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
+} AS messages
+"""
+)
+
+#: The descendants of a summary at one level, walking SUMMARIZES edges down (paths
+#: pruned to summaries at or above that level), in thread order, and one page of them.
+DESCENDANTS: LiteralString = (
+    """
+MATCH (top:Summary {id: $id})
+MATCH path = (top)-[:SUMMARIZES*]->(s:Summary)
+WHERE s.level = $level AND all(n IN nodes(path) WHERE n:Summary AND n.level >= $level)
+WITH s ORDER BY s.first_seq
+WITH collect(s) AS found
+CALL (found) {
+    UNWIND found[$offset..($offset + $limit)] AS s
+    RETURN collect("""
+    + _SUMMARY_MAP
+    + """) AS page
+}
+RETURN size(found) AS total, page
+"""
+)
+
+#: For each id, the path up to its top summary: the chain, lowest level first.
+COVERED_BY: LiteralString = """
+UNWIND $ids AS id
+CALL (id) {
+    OPTIONAL MATCH (m:Message {id: id})
+    OPTIONAL MATCH (x:Summary {id: id})
+    RETURN coalesce(m, x) AS node
+}
+WITH id, node WHERE node IS NOT NULL
+MATCH path = (node)<-[:SUMMARIZES*]-(top:Summary)
+WHERE NOT EXISTS { (:Summary)-[:SUMMARIZES]->(top) }
+RETURN id, [n IN nodes(path)[1..] | n.id] AS chain
+"""
+
+FRONTIER: LiteralString = (
+    _THREAD
+    + """
+RETURN COLLECT {
+    MATCH (m:Message {partition: t.partition, thread_id: t.id})
+    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
+} + COLLECT {
+    MATCH (s:Summary {thread_id: t.id})
+    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
+        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
+    RETURN {kind: 'summary', id: s.id, level: s.level, first_seq: s.first_seq,
+        last_seq: s.last_seq, tokens: s.tokens}
+} AS items
+"""
+)
+
+THREAD_SUMMARIES: LiteralString = (
+    _THREAD
+    + """
+RETURN properties(t) AS props, COLLECT {
+    MATCH (s:Summary {thread_id: t.id})
+    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
+    RETURN """
+    + _SUMMARY_MAP
+    + """ ORDER BY s.level, s.first_seq
+} AS summaries
+"""
+)
+
+COMPACTION_CANDIDATES: LiteralString = """
+MATCH (t:Thread)
+WHERE $partition IS NULL OR t.partition = $partition
+WITH t, t.message_count - t.covered_count AS uncovered
+WHERE uncovered >= $min_uncovered
+RETURN t.id AS thread_id, t.partition AS partition, uncovered
+ORDER BY uncovered DESC, t.updated_at, t.id
+LIMIT $limit
+"""
+
+
+# -- maintenance: leases and cycle records ----------------------------------------------
+
+#: Find or create the lease (the unique constraint makes concurrent MERGEs meet on one
+#: node) and take its write lock before reading it, so the holder read is the last one
+#: committed and stays ours to change until commit.
+LEASE_LOCK: LiteralString = """
+MERGE (l:Lease {name: $name})
+ON CREATE SET l.holder = $holder, l.expires_at = $expires_at
+SET l._lock = true
+REMOVE l._lock
+RETURN l.holder AS holder, l.expires_at AS expires_at
+"""
+
+LEASE_TAKE: LiteralString = """
+MATCH (l:Lease {name: $name})
+SET l.holder = $holder, l.expires_at = $expires_at
+"""
+
+#: A released lease stays as a node, expired since the epoch: deleting it could race a
+#: concurrent taker that has just matched it.
+LEASE_RELEASE: LiteralString = """
+MATCH (l:Lease {name: $name})
+WHERE l.holder = $holder
+SET l.holder = null, l.expires_at = datetime({epochSeconds: 0})
+"""
+
+RECORD_CYCLE: LiteralString = """
+MERGE (c:MaintenanceCycle {id: $props.id})
+ON CREATE SET c += $props
+"""
+
+RECENT_CYCLES: LiteralString = """
+MATCH (c:MaintenanceCycle)
+WHERE c.started_at IS NOT NULL
+RETURN properties(c) AS props
+ORDER BY c.started_at DESC, c.finished_at DESC
+LIMIT $limit
+"""
+
+
+# -- the fact layer: facts, EXTRACTED_FROM and SUPERSEDES, per-thread layer state ---------
+# ``f`` is a Fact. A thread's layer lives on its node: ``facts_enabled`` (absent = off)
+# and ``facts_seq`` (absent = -1), the last message seq extraction has read.
+
+#: A fact as one map: its properties, its sources in thread order, its superseder.
+_FACT_MAP: LiteralString = """{
+    props: properties(f),
+    sources: COLLECT { MATCH (f)-[:EXTRACTED_FROM]->(m:Message) RETURN m.id ORDER BY m.seq },
+    superseded_by: COLLECT { MATCH (n:Fact)-[:SUPERSEDES]->(f) RETURN n.id }
+}"""
+
+FACT_SOURCE_MESSAGES: LiteralString = """
+UNWIND $ids AS id
+MATCH (m:Message {id: id})
+RETURN properties(m) AS props
+"""
+
+#: Facts not stored yet, each with an EXTRACTED_FROM edge to each of its sources.
+WRITE_FACTS: LiteralString = """
+UNWIND $facts AS fact
+OPTIONAL MATCH (existing:Fact {id: fact.props.id})
+WITH fact WHERE existing IS NULL
+CREATE (f:Fact)
+SET f = fact.props
+WITH f, fact
+UNWIND fact.sources AS source
+MATCH (m:Message {id: source})
+CREATE (f)-[:EXTRACTED_FROM]->(m)
+"""
+
+GET_FACTS: LiteralString = (
+    """
+UNWIND $ids AS id
+MATCH (f:Fact {id: id})
+WHERE $partition IS NULL OR f.partition = $partition
+RETURN """
+    + _FACT_MAP
+    + """ AS fact
+"""
+)
+
+#: Take the old fact's write lock, so of two supersessions of it one sees the other.
+SUPERSEDE_LOCK: LiteralString = """
+MATCH (f:Fact {id: $old_id})
+WHERE f.partition = $partition
+SET f._lock = true
+REMOVE f._lock
+"""
+
+SUPERSEDE_WRITE: LiteralString = """
+MATCH (old:Fact {id: $old_id}), (new:Fact {id: $new_id})
+SET old.valid_until = $at
+CREATE (new)-[:SUPERSEDES]->(old)
+"""
+
+LIST_FACTS: LiteralString = (
+    """
+MATCH (f:Fact)
+WHERE ($partition IS NULL OR f.partition = $partition)
+    AND ($project IS NULL OR f.project = $project)
+    AND ($subject IS NULL OR f.subject = $subject)
+    AND ($thread_id IS NULL OR f.thread_id = $thread_id)
+    AND (NOT $current_only OR f.valid_until IS NULL)
+RETURN """
+    + _FACT_MAP
+    + """ AS fact
+ORDER BY f.created_at DESC, f.id
+LIMIT $limit
+"""
+)
+
+FACT_STATS: LiteralString = """
+MATCH (f:Fact)
+WHERE ($partition IS NULL OR f.partition = $partition) AND ($thread_id IS NULL OR f.thread_id = $thread_id)
+RETURN f.subject AS subject, f.kind AS kind, f.valid_until IS NULL AS current, count(*) AS n
+"""
+
+#: Facts that outlive a clear but were superseded by a cleared one become current again.
+RESTORE_SUPERSEDED: LiteralString = """
+MATCH (n:Fact)-[:SUPERSEDES]->(old:Fact)
+WHERE n.partition = $partition AND ($thread_id IS NULL OR n.thread_id = $thread_id)
+    AND NOT (old.partition = $partition AND ($thread_id IS NULL OR old.thread_id = $thread_id))
+SET old.valid_until = null
+"""
+
+CLEAR_FACTS: LiteralString = """
+MATCH (f:Fact)
+WHERE f.partition = $partition AND ($thread_id IS NULL OR f.thread_id = $thread_id)
+OPTIONAL MATCH (f)<-[:EMBEDS]-(vector:Embedding)
+DETACH DELETE f, vector
+RETURN count(*) AS deleted
+"""
+
+RESET_FACT_CURSORS: LiteralString = """
+MATCH (t:Thread)
+WHERE t.partition = $partition AND ($thread_id IS NULL OR t.id = $thread_id) AND t.facts_seq IS NOT NULL
+SET t.facts_seq = -1
+"""
+
+_FACT_LAYER_RETURN: LiteralString = """
+RETURN t.id AS thread_id, t.partition AS partition, coalesce(t.facts_enabled, false) AS enabled,
+    coalesce(t.facts_seq, -1) AS extracted_seq, t.message_count AS message_count
+"""
+
+FACT_LAYER: LiteralString = _THREAD + _FACT_LAYER_RETURN
+
+SET_FACT_LAYER: LiteralString = (
+    _THREAD
+    + """
+SET t.facts_enabled = $enabled
+"""
+    + _FACT_LAYER_RETURN
+)
+
+ADVANCE_FACT_CURSOR: LiteralString = (
+    _THREAD
+    + """
+SET t.facts_seq = CASE WHEN coalesce(t.facts_seq, -1) < $seq THEN $seq ELSE t.facts_seq END
+"""
+    + _FACT_LAYER_RETURN
+)
+
+FACT_LAYER_THREADS: LiteralString = (
+    """
+MATCH (t:Thread)
+WHERE t.facts_enabled = true AND ($partition IS NULL OR t.partition = $partition)
+"""
+    + _FACT_LAYER_RETURN
+    + """
+ORDER BY t.updated_at DESC, t.id
+LIMIT $limit
+"""
+)
+
+# -- semantic search: (:Embedding)-[:EMBEDS]->(node) and the vector index ----------------
+#
+# A vector lives on its own Embedding node, not on the node it describes: a Message
+# keeps exactly the properties it was written with, reads of messages never carry 384
+# floats along, and one vector index over one label ranks messages, summaries and facts
+# together. The Embedding node copies what search filters on (kind, partition, thread,
+# time, model) so candidates are filtered without a hop.
+
+VECTOR_INDEX_NAME = "memory_embedding"
+
+VECTOR_INDEX_SIZE: LiteralString = """
+SHOW VECTOR INDEXES YIELD name, options
+WHERE name = $name
+RETURN options.indexConfig.`vector.dimensions` AS dimensions
+"""
+
+CREATE_VECTOR_INDEX: LiteralString = """
+CREATE VECTOR INDEX memory_embedding IF NOT EXISTS FOR (e:Embedding) ON e.vector
+OPTIONS {indexConfig: {`vector.dimensions`: $dimensions, `vector.similarity_function`: 'cosine'}}
+"""
+
+DROP_VECTOR_INDEX: LiteralString = "DROP INDEX memory_embedding IF EXISTS"
+
+AWAIT_VECTOR_INDEX: LiteralString = "CALL db.awaitIndex('memory_embedding', 300)"
+
+ANY_EMBEDDING: LiteralString = "RETURN EXISTS { MATCH (:Embedding) } AS any"
+
+#: One Embedding node per described node, found or made by its unique node_id.
+SET_EMBEDDINGS: LiteralString = """
+UNWIND $rows AS row
+CALL (row) {
+    OPTIONAL MATCH (m:Message {id: row.id})
+    OPTIONAL MATCH (s:Summary {id: row.id})
+    OPTIONAL MATCH (f:Fact {id: row.id})
+    RETURN coalesce(m, s, f) AS n
+}
+WITH row, n WHERE n IS NOT NULL
+MERGE (e:Embedding {node_id: row.id})
+SET e.kind = CASE WHEN n:Message THEN 'message' WHEN n:Summary THEN 'summary' ELSE 'fact' END,
+    e.partition = n.partition, e.thread_id = n.thread_id, e.created_at = n.created_at, e.model = $model
+MERGE (e)-[:EMBEDS]->(n)
+WITH e, row
+CALL db.create.setNodeVectorProperty(e, 'vector', row.vector)
+RETURN count(*) AS written
+"""
+
+_NO_VECTOR: LiteralString = """
+    AND ($partition IS NULL OR n.partition = $partition)
+    AND NOT EXISTS { MATCH (n)<-[:EMBEDS]-(e:Embedding) WHERE e.model = $model }
+"""
+
+
+def _missing(label: LiteralString, text: LiteralString) -> LiteralString:
+    """Nodes of one label without a vector of ``$model``: by id from ``$after`` (the id index)."""
+    return (
+        "MATCH (n:"
+        + label
+        + ")\nWHERE n.id > $after"
+        + _NO_VECTOR
+        + "RETURN n.id AS id, left(n."
+        + text
+        + ", $chars) AS text\nORDER BY n.id\nLIMIT $limit"
+    )
+
+
+def _missing_among(label: LiteralString, text: LiteralString) -> LiteralString:
+    """The same among the ids ``$ids``."""
+    return (
+        "UNWIND $ids AS id\nMATCH (n:"
+        + label
+        + " {id: id})\nWHERE n.id > $after"
+        + _NO_VECTOR
+        + "RETURN n.id AS id, left(n."
+        + text
+        + ", $chars) AS text\nORDER BY n.id\nLIMIT $limit"
+    )
+
+
+MISSING_EMBEDDINGS: dict[str, LiteralString] = {
+    "message": _missing("Message", "content"),
+    "summary": _missing("Summary", "text"),
+    "fact": _missing("Fact", "text"),
+}
+MISSING_EMBEDDINGS_AMONG: dict[str, LiteralString] = {
+    "message": _missing_among("Message", "content"),
+    "summary": _missing_among("Summary", "text"),
+    "fact": _missing_among("Fact", "text"),
+}
+
+_VECTOR_FILTERS: LiteralString = """
+    e.model = $model AND e.kind IN $kinds
+    AND ($partition IS NULL OR e.partition = $partition)
+    AND ($thread_id IS NULL OR e.thread_id = $thread_id)
+    AND ($since IS NULL OR e.created_at >= $since)
+    AND ($until IS NULL OR e.created_at <= $until)
+"""
+
+#: Exact cosine (Neo4j's functions give (1 + cos) / 2; the index's own scores are of
+#: quantized vectors), best first, ties by node id; only the best few are then joined to
+#: the node they describe, for what a hit shows.
+_RANKED: LiteralString = """
+WITH e, 2 * vector.similarity.cosine(e.vector, $vector) - 1 AS score
+ORDER BY score DESC, e.node_id
+LIMIT $limit
+MATCH (e)-[:EMBEDS]->(n)
+"""
+_HIT: LiteralString = """{id: n.id, kind: e.kind, thread_id: n.thread_id, partition: n.partition, score: score,
+    text: left(coalesce(n.content, n.text), $chars), created_at: n.created_at,
+    source_id: n.source_id, level: n.level, role: n.role}"""
+_RANKED_HITS: LiteralString = _RANKED + "RETURN " + _HIT + " AS hit\n"
+
+#: Approximate candidates from the index ($k of them), filtered, then ranked exactly;
+#: ``candidates`` says whether the index had more to give.
+VECTOR_SEARCH: LiteralString = (
+    """
+CALL db.index.vector.queryNodes('memory_embedding', $k, $vector) YIELD node
+WITH collect(node) AS found
+RETURN size(found) AS candidates, COLLECT {
+    UNWIND found AS e
+    WITH e WHERE """
+    + _VECTOR_FILTERS
+    + _RANKED
+    + "RETURN "
+    + _HIT
+    + """
+} AS hits
+"""
+)
+
+#: Every vector of one thread, ranked exactly (a thread is small; the index is not needed).
+VECTOR_SEARCH_THREAD: LiteralString = (
+    """
+MATCH (e:Embedding {thread_id: $thread_id})
+WHERE """
+    + _VECTOR_FILTERS
+    + _RANKED_HITS
+)
+
+#: Every vector of one partition ranked exactly: when the index's candidates were too few.
+VECTOR_SEARCH_PARTITION: LiteralString = (
+    """
+MATCH (e:Embedding {partition: $partition})
+WHERE """
+    + _VECTOR_FILTERS
+    + _RANKED_HITS
+)
+
+#: Every vector ranked exactly (partition None, and the index's candidates too few).
+VECTOR_SEARCH_ALL: LiteralString = (
+    """
+MATCH (e:Embedding)
+WHERE """
+    + _VECTOR_FILTERS
+    + _RANKED_HITS
+)
+
+# -- hybrid search: candidate positions and metadata, never content ----------------------
+
+#: Thread, seq, role and metadata of each id, by the unique id index; content stays put.
+#: One record of lists, not one record per id: hundreds of small records cost more to
+#: stream than to find.
+MESSAGE_REFS: LiteralString = """
+UNWIND $ids AS id
+MATCH (m:Message {id: id})
+WHERE $partition IS NULL OR m.partition = $partition
+RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata]) AS refs
+"""

@@ -1,0 +1,164 @@
+"""Semantic and hybrid search on Neo4j: embeddings, the vector index and message refs.
+
+Vectors live on ``(:Embedding)-[:EMBEDS]->(node)`` nodes indexed by the
+``memory_embedding`` vector index. The index gives approximate candidates before the
+partition, kind and time filters apply, so `Neo4jVectors.vector_search` widens its
+candidate count until enough pass, and ranks exactly past ``CANDIDATES_MAX``
+(`Neo4jBase._top_hits`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from palimpsest.graph_schema.errors import Conflict
+from palimpsest.graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, MessageRef, SearchHit, SearchKind
+from palimpsest.graph_schema.neo4j import queries as q
+from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, native
+from palimpsest.graph_schema.prepare import check_kinds, check_limit, unique_ids
+from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, unit_vectors
+
+
+def _vector_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
+    """Semantic hits from ranked rows, best first (ties by id, as the query orders them)."""
+    hits = [
+        SearchHit(
+            id=row["id"],
+            kind=row["kind"],
+            thread_id=row["thread_id"],
+            partition=row["partition"],
+            score=min(1.0, max(-1.0, row["score"])),
+            snippet=head_snippet(row["text"] or ""),
+            created_at=native(row["created_at"]),
+            source_id=row["source_id"],
+            level=row["level"],
+            role=row["role"],
+        )
+        for row in rows
+    ]
+    return sorted(hits, key=lambda hit: (-hit.score, hit.id))
+
+
+class Neo4jVectors(Neo4jBase):
+    """The embedding and vector search verbs, apart because they need an embedder the other features do not."""
+
+    async def ensure_vector_index(self, dimensions: int, model: str) -> None:
+        """Create ``memory_embedding`` for this size; rebuild it only while it holds no vector."""
+        check_index_args(dimensions, model)
+        if (self._vectors.dimensions, self._vectors.model) == (dimensions, model):
+            return
+        rows = await self._query(q.VECTOR_INDEX_SIZE, name=q.VECTOR_INDEX_NAME)
+        existing = rows[0]["dimensions"] if rows else None
+        if existing is not None and existing != dimensions:
+            (row,) = await self._query(q.ANY_EMBEDDING)
+            if row["any"]:
+                raise Conflict(
+                    f"the store's vector index holds {existing}-number vectors; model {model!r} makes "
+                    f"{dimensions}: keep the embedder that filled it, or use a fresh store"
+                )
+            await self._query(q.DROP_VECTOR_INDEX, write=True)
+        if existing != dimensions:
+            await self._query(q.CREATE_VECTOR_INDEX, write=True, dimensions=dimensions)
+        await self._query(q.AWAIT_VECTOR_INDEX)
+        self._vectors.settle(dimensions, model)
+
+    async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
+        """MERGE each node's Embedding and set its vector, in one transaction (see `MemoryStore`)."""
+        dimensions, _ = self._vectors.require()
+        self._vectors.check_model(model)
+        latest = dict(items)
+        if not latest:
+            return 0
+        matrix = unit_vectors(list(latest.values()), dimensions)
+        rows = [{"id": node_id, "vector": matrix[index].tolist()} for index, node_id in enumerate(latest)]
+        (written,) = await self._query(q.SET_EMBEDDINGS, write=True, rows=rows, model=model)
+        return int(written["written"])
+
+    async def missing_embeddings(
+        self,
+        partition: str | None,
+        kinds: Sequence[SearchKind] = ("message", "summary", "fact"),
+        limit: int = 256,
+        *,
+        ids: Sequence[str] | None = None,
+        after: str | None = None,
+    ) -> list[EmbeddingTodo]:
+        """Per label, nodes without an Embedding of the model, by id from ``after`` (see `MemoryStore`)."""
+        _, model = self._vectors.require()
+        asked = check_kinds(kinds)
+        check_limit(limit)
+        if ids is not None and not ids:
+            return []
+        queries = q.MISSING_EMBEDDINGS if ids is None else q.MISSING_EMBEDDINGS_AMONG
+        params: dict[str, Any] = {
+            "partition": partition,
+            "model": model,
+            "after": after or "",
+            "limit": limit,
+            "chars": MAX_EMBED_CHARS,
+            "ids": list(ids or []),
+        }
+        todo: list[EmbeddingTodo] = []
+        for kind in asked:
+            todo += [EmbeddingTodo(row["id"], kind, row["text"]) for row in await self._query(queries[kind], **params)]
+        return sorted(todo)[:limit]
+
+    async def vector_search(
+        self,
+        vector: Sequence[float],
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Index candidates widened until enough pass the filters; exact scores (see `MemoryStore`).
+
+        A thread is ranked exactly from its own vectors. Otherwise the vector index gives
+        ``k`` candidates, ``k`` grows while too few pass the filters and the index had
+        more, and past ``CANDIDATES_MAX`` the partition is ranked exactly (`Neo4jBase._top_hits`).
+        """
+        dimensions, model = self._vectors.require()
+        asked = check_kinds(kinds)
+        check_limit(limit)
+        query = unit_vectors([vector], dimensions)[0].tolist()
+        if not asked:
+            return []
+        params: dict[str, Any] = {
+            "vector": query,
+            "model": model,
+            "kinds": asked,
+            "partition": partition,
+            "thread_id": thread_id,
+            "since": aware(since),
+            "until": aware(until),
+            "limit": limit,
+            "chars": SNIPPET_CHARS + 1,
+        }
+        if thread_id is not None:
+            found = [row["hit"] for row in await self._query(q.VECTOR_SEARCH_THREAD, **params)]
+            return _vector_hits(found)
+        exact = q.VECTOR_SEARCH_ALL if partition is None else q.VECTOR_SEARCH_PARTITION
+        return _vector_hits(await self._top_hits(q.VECTOR_SEARCH, exact, **params))
+
+    # -- hybrid search: candidate positions and metadata -------------------------------
+
+    async def message_refs(self, partition: str | None, message_ids: Sequence[str]) -> list[MessageRef]:
+        """One UNWIND over the id index, content left out (see `MemoryStore`)."""
+        wanted = unique_ids("message", message_ids)
+        if not wanted:
+            return []
+        (row,) = await self._query(q.MESSAGE_REFS, ids=wanted, partition=partition)
+        found = {
+            node_id: MessageRef(
+                id=node_id, thread_id=thread_id, partition=where, seq=seq, role=role,
+                metadata=json.loads(metadata or "{}"),
+            )
+            for node_id, thread_id, where, seq, role, metadata in row["refs"]
+        }  # fmt: skip
+        return [found[message_id] for message_id in wanted if message_id in found]

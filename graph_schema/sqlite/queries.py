@@ -1,0 +1,416 @@
+"""The SQL of the SQLite backend: every statement as a module constant, parameters only.
+
+Kept apart from the feature modules (as the Cypher of the Neo4j backend is kept in
+``neo4j/queries.py``) so the backend reads as domain steps and the statements can be
+read, and reviewed, in one place. No statement is ever built from caller input: the
+only text that varies, a full-text query, is built by ``fts_query`` from quoted words.
+"""
+
+from __future__ import annotations
+
+from palimpsest.graph_schema import identity
+
+#: Words of a search query beyond this many are ignored (a pasted log is not a query).
+_MAX_QUERY_WORDS = 64
+
+MESSAGE_COLUMNS = (
+    "id, source_id, thread_id, partition, project, seq, role, content, sha256, tokens, "
+    "created_at, tool_call_id, metadata"
+)
+SUMMARY_COLUMNS = (
+    "id, thread_id, partition, level, text, tokens, source_tokens, first_seq, last_seq, "
+    "earliest_at, latest_at, message_count, digest, summarizer, created_at"
+)
+IN_IDS = "(SELECT value FROM json_each(:ids))"
+
+THREAD = """
+SELECT id, partition, project, created_at, updated_at, message_count, covered_count
+FROM threads WHERE id = :thread_id AND (:partition IS NULL OR partition = :partition)
+"""
+INSERT_THREAD = """
+INSERT INTO threads (id, partition, project, created_at, updated_at)
+VALUES (:thread_id, :partition, :project, :now, :now)
+"""
+INSERT_MESSAGE = f"""
+INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+GROW_THREAD = """
+UPDATE threads SET message_count = message_count + :added, tokens = tokens + :tokens,
+    updated_at = :now, project = COALESCE(project, :project)
+WHERE id = :thread_id
+"""
+EXISTING_MESSAGE_IDS = f"SELECT id FROM messages WHERE id IN {IN_IDS}"
+MESSAGES_IN_RANGE = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+WHERE thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq
+ORDER BY seq LIMIT :limit
+"""
+MESSAGE_BY_ID = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+WHERE id = :id AND (:partition IS NULL OR partition = :partition)
+"""
+UNCOVERED_MESSAGES = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages AS m
+WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+ORDER BY seq LIMIT :limit
+"""
+# Children by id: the unary ``+`` keeps the planner off the (thread_id, ...) indexes,
+# which would read the whole thread on every summary write (quadratic on long threads).
+CHILD_MESSAGES = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+WHERE id IN {IN_IDS} AND +thread_id = :thread_id AND +partition = :partition
+"""
+CHILD_SUMMARIES = f"""
+SELECT {SUMMARY_COLUMNS} FROM summaries
+WHERE id IN {IN_IDS} AND +thread_id = :thread_id AND +partition = :partition
+"""
+ALREADY_COVERED = f"SELECT child_id, parent_id FROM summarizes WHERE child_id IN {IN_IDS}"
+INSERT_SUMMARY = f"""
+INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+INSERT_EDGE = "INSERT INTO summarizes (parent_id, child_id, position) VALUES (?, ?, ?)"
+COVER_MESSAGES = "UPDATE threads SET covered_count = covered_count + :covered WHERE id = :thread_id"
+SUMMARY_BY_ID = f"""
+SELECT {SUMMARY_COLUMNS} FROM summaries
+WHERE id = :id AND (:partition IS NULL OR partition = :partition)
+"""
+SUMMARIES_BY_IDS = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id IN {IN_IDS}"
+THREAD_SUMMARIES = f"""
+SELECT {SUMMARY_COLUMNS} FROM summaries WHERE thread_id = :thread_id ORDER BY level, first_seq
+"""
+UNCOVERED_SUMMARIES = f"""
+SELECT {SUMMARY_COLUMNS} FROM summaries AS s
+WHERE thread_id = :thread_id AND partition = :partition AND level = :level
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+ORDER BY first_seq
+"""
+CHILDREN = f"""
+SELECT parent_id, child_id FROM summarizes WHERE parent_id IN {IN_IDS} ORDER BY parent_id, position
+"""
+PARENTS = f"SELECT child_id, parent_id FROM summarizes WHERE child_id IN {IN_IDS}"
+# Descendants of a summary `depth` SUMMARIZES edges down, in thread order.
+DESCENDANTS = """
+WITH RECURSIVE walk (id, depth) AS (
+    SELECT child_id, 1 FROM summarizes WHERE parent_id = :id
+    UNION ALL
+    SELECT e.child_id, w.depth + 1 FROM walk AS w JOIN summarizes AS e ON e.parent_id = w.id
+    WHERE w.depth < :depth
+)
+SELECT s.id FROM walk AS w JOIN summaries AS s ON s.id = w.id
+WHERE w.depth = :depth ORDER BY s.first_seq
+"""
+# The chain of summaries above each node, lowest level first.
+ANCESTORS = f"""
+WITH RECURSIVE up (origin, id, depth) AS (
+    SELECT child_id, parent_id, 1 FROM summarizes WHERE child_id IN {IN_IDS}
+    UNION ALL
+    SELECT up.origin, e.parent_id, up.depth + 1 FROM up JOIN summarizes AS e ON e.child_id = up.id
+)
+SELECT origin, id FROM up ORDER BY origin, depth
+"""
+TOP_SUMMARIES = """
+SELECT id, level, first_seq, last_seq, tokens FROM summaries AS s
+WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+"""
+UNCOVERED_SPANS = """
+SELECT id, seq, tokens FROM messages AS m
+WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+"""
+SUMMARY_EDGES = """
+SELECT e.parent_id, e.child_id, e.position FROM summarizes AS e
+JOIN summaries AS p ON p.id = e.parent_id
+WHERE p.thread_id = :thread_id AND p.level > 1 ORDER BY p.level, p.first_seq, e.position
+"""
+CANDIDATES = """
+SELECT id, partition, message_count - covered_count AS uncovered FROM threads
+WHERE (:partition IS NULL OR partition = :partition) AND message_count - covered_count >= :minimum
+ORDER BY uncovered DESC, updated_at LIMIT :limit
+"""
+LIST_THREADS = """
+SELECT id, partition, project, created_at, updated_at, message_count FROM threads
+WHERE :partition IS NULL OR partition = :partition ORDER BY updated_at DESC, id LIMIT :limit
+"""
+THREAD_TOTALS = """
+SELECT count(*), coalesce(sum(message_count), 0), coalesce(sum(tokens), 0) FROM threads
+WHERE :partition IS NULL OR partition = :partition
+"""
+SUMMARY_LEVELS = """
+SELECT level, count(*) FROM summaries WHERE :partition IS NULL OR partition = :partition
+GROUP BY level ORDER BY level
+"""
+FACT_COUNT = "SELECT count(*) FROM facts WHERE :partition IS NULL OR partition = :partition"
+
+# Full-text search, one query per kind, filtered on each node's created_at as the
+# Neo4j backend does. FTS5 can only rank by bm25 by scoring every matching row, which
+# at a million messages and a common word is most of a second; walking the index newest
+# first and stopping is cheap. So each query scores at most the newest ``:candidates``
+# rows that match and pass the filters, ranks those, and builds snippets (plain text
+# windows around the matched words) for the ``:limit`` best only.
+_SEARCH_FILTERS = """
+  AND (:partition IS NULL OR n.partition = :partition)
+  AND (:thread_id IS NULL OR n.thread_id = :thread_id)
+"""
+_TIME_FILTERS = """
+  AND (:since IS NULL OR n.created_at >= :since) AND (:until IS NULL OR n.created_at <= :until)
+"""
+_FACT_FILTERS = """
+  AND (:partition IS NULL OR n.partition = :partition)
+  AND (:thread_id IS NULL OR EXISTS (
+      SELECT 1 FROM fact_sources AS fs JOIN messages AS m ON m.id = fs.message_id
+      WHERE fs.fact_id = n.id AND m.thread_id = :thread_id))
+"""
+
+
+def _ranked_search(fts: str, table: str, columns: str, filters: str) -> str:
+    """Search ``fts``: the newest ``:candidates`` matches ranked by bm25, ``:limit`` returned."""
+    return f"""
+WITH ranked AS (
+    SELECT pk, score FROM (
+        SELECT n.pk, -bm25({fts}) AS score
+        FROM {fts} JOIN {table} AS n ON n.pk = {fts}.rowid
+        WHERE {fts} MATCH :query {filters}
+        ORDER BY {fts}.rowid DESC LIMIT :candidates
+    ) ORDER BY score DESC, pk DESC LIMIT :limit
+)
+SELECT {columns}, snippet({fts}, 0, '', '', '…', 40), ranked.score
+FROM ranked JOIN {table} AS n ON n.pk = ranked.pk JOIN {fts} ON {fts}.rowid = ranked.pk
+WHERE {fts} MATCH :query
+ORDER BY ranked.score DESC, ranked.pk DESC
+"""
+
+
+SEARCH_MESSAGES = _ranked_search(
+    "messages_fts", "messages", "n.id, n.source_id, n.thread_id, n.partition, n.role, NULL, n.created_at",
+    _SEARCH_FILTERS + _TIME_FILTERS,
+)  # fmt: skip
+SEARCH_SUMMARIES = _ranked_search(
+    "summaries_fts", "summaries", "n.id, NULL, n.thread_id, n.partition, NULL, n.level, n.created_at",
+    _SEARCH_FILTERS + _TIME_FILTERS,
+)  # fmt: skip
+SEARCH_FACTS = _ranked_search(
+    "facts_fts", "facts", "n.id, NULL, n.thread_id, n.partition, NULL, NULL, n.created_at",
+    _FACT_FILTERS + _TIME_FILTERS,
+)  # fmt: skip
+#: Rows each full-text query ranks at most (or the hits asked for, if more): the newest
+#: that match. Every match is ranked while a query has fewer; past it, bm25 orders the
+#: newest this many.
+MATCH_CANDIDATES = 2000
+SEARCHES: dict[str, str] = {
+    "message": SEARCH_MESSAGES,
+    "summary": SEARCH_SUMMARIES,
+    "fact": SEARCH_FACTS,
+}
+
+
+def fts_query(text: str, *, require_all: bool = False) -> str | None:
+    """A safe FTS5 query for any user string: its words, each quoted, OR-ed or AND-ed.
+
+    Quoting every ``\\w+`` word turns FTS5 syntax (``AND``, ``*``, ``:``, ``"``,
+    brackets) into plain words, so no user string can raise a syntax error.
+
+    Args:
+        text: The user's query.
+        require_all: Match only rows holding every word (FTS5's implicit AND of the
+            quoted words) instead of rows holding any of them.
+
+    Returns:
+        The query, or ``None`` when the text has no word characters (no hits).
+    """
+    words = query_words(text)
+    if not words:
+        return None
+    return (" " if require_all else " OR ").join(f'"{word}"' for word in words)
+
+
+# -- maintenance: leases and cycle records ----------------------------------------------
+
+#: Take a lease that is free, expired or already ours, in one statement: the upsert's
+#: WHERE leaves another holder's live lease untouched, and ``changes()`` says who won.
+ACQUIRE_LEASE = """
+INSERT INTO leases (name, holder, expires_at) VALUES (:name, :holder, :expires_at)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.holder = excluded.holder OR leases.expires_at <= :now
+"""
+RELEASE_LEASE = "DELETE FROM leases WHERE name = :name AND holder = :holder"
+INSERT_CYCLE = """
+INSERT INTO maintenance_cycles
+    (id, job, holder, started_at, finished_at, threads, summaries, facts, steps, errors)
+VALUES (:id, :job, :holder, :started_at, :finished_at, :threads, :summaries, :facts, :steps, :errors)
+ON CONFLICT (id) DO NOTHING
+"""
+RECENT_CYCLES = """
+SELECT id, job, holder, started_at, finished_at, threads, summaries, facts, steps, errors
+FROM maintenance_cycles ORDER BY started_at DESC, pk DESC LIMIT :limit
+"""
+
+
+# -- the fact layer: facts, their sources and supersession, per-thread layer state -------
+
+FACT_COLUMNS = "f.id, f.partition, f.project, f.text, f.kind, f.subject, f.thread_id, f.created_at, f.valid_until"
+#: Facts' columns, plus the newer fact that superseded each one.
+_FACT_SELECT = f"""
+SELECT {FACT_COLUMNS},
+       (SELECT s.fact_id FROM fact_supersedes AS s WHERE s.superseded_id = f.id) AS superseded_by
+FROM facts AS f
+"""
+FACT_SOURCE_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN {IN_IDS}"
+INSERT_FACT = """
+INSERT INTO facts (id, partition, project, text, kind, subject, thread_id, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING
+"""
+INSERT_FACT_SOURCE = "INSERT INTO fact_sources (fact_id, message_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+FACTS_BY_IDS = (
+    _FACT_SELECT
+    + f"""
+WHERE f.id IN {IN_IDS} AND (:partition IS NULL OR f.partition = :partition)
+"""
+)
+#: Each fact's sources in thread order (EXTRACTED_FROM edges).
+FACT_SOURCES = f"""
+SELECT fs.fact_id, fs.message_id FROM fact_sources AS fs JOIN messages AS m ON m.id = fs.message_id
+WHERE fs.fact_id IN {IN_IDS} ORDER BY fs.fact_id, m.seq
+"""
+LIST_FACTS = (
+    _FACT_SELECT
+    + """
+WHERE (:partition IS NULL OR f.partition = :partition)
+  AND (:project IS NULL OR f.project = :project)
+  AND (:subject IS NULL OR f.subject = :subject)
+  AND (:thread_id IS NULL OR f.thread_id = :thread_id)
+  AND (:current_only = 0 OR f.valid_until IS NULL)
+ORDER BY f.created_at DESC, f.id LIMIT :limit
+"""
+)
+SUPERSEDE_FACT = "UPDATE facts SET valid_until = :at WHERE id = :old_id"
+INSERT_SUPERSEDES = "INSERT INTO fact_supersedes (fact_id, superseded_id) VALUES (:new_id, :old_id)"
+FACT_STATS = """
+SELECT subject, kind, valid_until IS NULL AS current, count(*) FROM facts
+WHERE (:partition IS NULL OR partition = :partition) AND (:thread_id IS NULL OR thread_id = :thread_id)
+GROUP BY subject, kind, current
+"""
+#: The facts ``clear_facts`` deletes: a partition's, or one thread's of it.
+_CLEARED = "SELECT id FROM facts WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)"
+#: Facts that outlive the clear but were superseded by a cleared one become current again.
+RESTORE_SUPERSEDED = f"""
+UPDATE facts SET valid_until = NULL
+WHERE id IN (SELECT superseded_id FROM fact_supersedes WHERE fact_id IN ({_CLEARED}))
+  AND id NOT IN ({_CLEARED})
+"""
+DELETE_SUPERSEDES = f"""
+DELETE FROM fact_supersedes WHERE fact_id IN ({_CLEARED}) OR superseded_id IN ({_CLEARED})
+"""
+DELETE_FACTS = "DELETE FROM facts WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)"
+RESET_FACT_CURSORS = """
+UPDATE fact_layer SET extracted_seq = -1
+WHERE thread_id IN (SELECT id FROM threads WHERE partition = :partition AND (:thread_id IS NULL OR id = :thread_id))
+"""
+FACT_LAYER = """
+SELECT t.id AS thread_id, t.partition, coalesce(l.enabled, 0) AS enabled,
+       coalesce(l.extracted_seq, -1) AS extracted_seq, t.message_count
+FROM threads AS t LEFT JOIN fact_layer AS l ON l.thread_id = t.id
+WHERE t.id = :thread_id AND (:partition IS NULL OR t.partition = :partition)
+"""
+SET_FACT_LAYER = """
+INSERT INTO fact_layer (thread_id, enabled) VALUES (:thread_id, :enabled)
+ON CONFLICT (thread_id) DO UPDATE SET enabled = excluded.enabled
+"""
+ADVANCE_FACT_CURSOR = """
+INSERT INTO fact_layer (thread_id, extracted_seq) VALUES (:thread_id, :seq)
+ON CONFLICT (thread_id) DO UPDATE SET extracted_seq = max(extracted_seq, excluded.extracted_seq)
+"""
+FACT_LAYER_THREADS = """
+SELECT t.id AS thread_id, t.partition, l.enabled, l.extracted_seq
+FROM fact_layer AS l JOIN threads AS t ON t.id = l.thread_id
+WHERE l.enabled = 1 AND (:partition IS NULL OR t.partition = :partition)
+ORDER BY t.updated_at DESC, t.id LIMIT :limit
+"""
+
+# -- semantic search: embeddings and the in-memory vector matrix ----------------------
+
+VECTOR_INDEX_NAME = "memory"
+VECTOR_INDEX = "SELECT dimensions, version FROM vector_index WHERE name = :name"
+CREATE_VECTOR_INDEX = "INSERT INTO vector_index (name, dimensions) VALUES (:name, :dimensions)"
+RESIZE_VECTOR_INDEX = "UPDATE vector_index SET dimensions = :dimensions, version = version + 1 WHERE name = :name"
+ANY_EMBEDDING = "SELECT 1 FROM embeddings LIMIT 1"
+BUMP_VECTOR_VERSION = "UPDATE vector_index SET version = version + 1 WHERE name = :name"
+#: The nodes a batch of vectors describes, whatever their kind.
+EMBEDDED_NODES = f"""
+SELECT id, 'message' AS kind, partition, thread_id, created_at FROM messages WHERE id IN {IN_IDS}
+UNION ALL
+SELECT id, 'summary', partition, thread_id, created_at FROM summaries WHERE id IN {IN_IDS}
+UNION ALL
+SELECT id, 'fact', partition, thread_id, created_at FROM facts WHERE id IN {IN_IDS}
+"""
+SET_EMBEDDING = """
+INSERT OR REPLACE INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+# Nodes without a vector of the model, in id order from a cursor (the id index gives the
+# order), or among given ids. {table}/{text} are fixed per kind below, never input.
+_MISSING = """
+SELECT id, substr({text}, 1, :chars) FROM {table} AS n
+WHERE id > :after AND (:partition IS NULL OR partition = :partition)
+  AND NOT EXISTS (SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.model = :model)
+ORDER BY id LIMIT :limit
+"""
+_MISSING_AMONG = f"""
+SELECT id, substr({{text}}, 1, :chars) FROM {{table}} AS n
+WHERE id IN {IN_IDS} AND id > :after AND (:partition IS NULL OR partition = :partition)
+  AND NOT EXISTS (SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.model = :model)
+ORDER BY id LIMIT :limit
+"""
+_TEXTS = {"message": ("messages", "content"), "summary": ("summaries", "text"), "fact": ("facts", "text")}
+MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
+MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
+#: How many vectors of a (partition, model) there are and the last pk: what changed.
+#: Keyed by whether a partition is given, so each reads its own index, never the table.
+#: How many vectors, the last pk, and how many come after ``:after`` (a pk): an append
+#: only, if those make up the count.
+EMBEDDING_EXTENT = {
+    True: """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
+             WHERE partition = :partition AND model = :model""",
+    False: """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
+              WHERE model = :model""",
+}
+_ROWS = "SELECT pk, node_id, kind, thread_id, created_us, vector FROM embeddings"
+EMBEDDING_ROWS = {
+    True: _ROWS + " WHERE partition = :partition AND model = :model AND pk > :after ORDER BY pk",
+    False: _ROWS + " WHERE model = :model AND pk > :after ORDER BY pk",
+}
+# What a semantic hit shows, per kind, for the ids the matrix ranked first.
+VECTOR_HITS = {
+    "message": f"""
+SELECT id, source_id, thread_id, partition, role, NULL AS level, created_at, substr(content, 1, :chars)
+FROM messages WHERE id IN {IN_IDS}
+""",
+    "summary": f"""
+SELECT id, NULL, thread_id, partition, NULL, level, created_at, substr(text, 1, :chars)
+FROM summaries WHERE id IN {IN_IDS}
+""",
+    "fact": f"""
+SELECT id, NULL, thread_id, partition, NULL, NULL, created_at, substr(text, 1, :chars)
+FROM facts WHERE id IN {IN_IDS}
+""",
+}
+
+# -- hybrid search: candidate positions and metadata, never content ----------------------
+MESSAGE_REFS = f"""
+SELECT id, thread_id, partition, seq, role, metadata FROM messages
+WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
+"""
+#: Messages written so far: they are never deleted, so the largest pk is their count.
+MESSAGE_ROWS = "SELECT coalesce(max(pk), 0) FROM messages"
+#: How many of the messages after ``:after`` (a pk) match a full-text query: FTS5 seeks
+#: to the rowid, so this costs the size of that window, not of the index.
+RECENT_MATCHES = "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :query AND rowid > :after"
+#: Whether any message matches a full-text query.
+ANY_MESSAGE_MATCH = "SELECT 1 FROM messages_fts WHERE messages_fts MATCH :query LIMIT 1"
+#: How many of the newest messages ``RECENT_MATCHES`` samples to tell a common word.
+COMMON_TERM_SAMPLE = 2000
+#: Below this many messages every term is searched (small stores stay exact to the bit).
+COMMON_TERM_MIN_ROWS = 1000
+
+
+def query_words(text: str) -> list[str]:
+    """The words ``fts_query`` searches, in order, each once."""
+    return list(dict.fromkeys(identity.words(text)))[:_MAX_QUERY_WORDS]

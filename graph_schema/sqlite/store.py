@@ -1,0 +1,363 @@
+"""The embedded SQLite backend: one file, zero setup, the default store.
+
+It exists so that Palimpsest runs anywhere Python does, with nothing to install, and
+still keeps the guarantees of docs/architecture.md: WAL and ``BEGIN IMMEDIATE`` let every IDE's own stdio
+server share one file without a gap or a duplicate ``seq``; ``UNIQUE(child_id)`` on the
+SUMMARIZES table holds invariant 2 in the database itself; FTS5 serves text search.
+
+All ``sqlite3`` work runs in a worker thread (``asyncio.to_thread``) on one connection
+guarded by a thread lock, so the event loop never blocks and a cancelled caller never
+leaves the connection half-used. Validation and derivation come from ``prepare.py``.
+
+The plumbing lives in ``base`` and the verbs of each feature in their own module
+(``dag``, ``facts``, ``vectors``, ``maintenance``); this module
+assembles them into `SqliteStore` and keeps its lifecycle, threads and messages, text search
+and stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
+from palimpsest.graph_schema.models import (
+    AppendResult,
+    Message,
+    NewMessage,
+    SearchHit,
+    SearchKind,
+    StoreStats,
+    Thread,
+    utcnow,
+)
+from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, prepare_append
+from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.graph_schema.sqlite.base import (
+    INT64_MAX,
+    clamp_int64,
+    domain_error,
+    ids_json,
+    message_from_row,
+    page_limit,
+    require_thread,
+    stored_time,
+    thread_from_row,
+    transaction,
+)
+from palimpsest.graph_schema.sqlite.dag import SqliteDag
+from palimpsest.graph_schema.sqlite.facts import SqliteFacts
+from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
+from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
+
+#: How long a writer waits for another process's write transaction before giving up.
+BUSY_TIMEOUT_S = 30.0
+
+
+def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMessage]) -> list[tuple[Any, ...]]:
+    """Each message's row but for project and seq, which are only known under the lock.
+
+    The columns are those of ``q.INSERT_MESSAGE`` without the 5th and 6th (project, seq);
+    metadata is JSON text, ``{}`` without encoding in the common case.
+    """
+    rows: list[tuple[Any, ...]] = []
+    times: dict[datetime, str] = {}
+    for index, message in enumerate(prepared):
+        try:
+            metadata = json.dumps(message.metadata) if message.metadata else "{}"
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"message {index} metadata is not JSON: {exc}") from None
+        created_at = times.get(message.created_at)
+        if created_at is None:
+            created_at = times[message.created_at] = stored_time(message.created_at)
+        rows.append(
+            (
+                message.id, message.source_id, thread_id, partition, message.role, message.content,
+                message.sha256, message.tokens, created_at, message.tool_call_id, metadata,
+            )
+        )  # fmt: skip
+    return rows
+
+
+class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
+    """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""
+
+    kind = "sqlite"
+
+    async def initialize(self) -> None:
+        """Open the file (creating its directory), set WAL and timeouts, apply the schema."""
+        schema = resources.files(__package__).joinpath("schema.sql").read_text("utf-8")
+        await asyncio.to_thread(self._open, schema)
+
+    def _open(self, schema: str) -> None:
+        with self._lock:
+            conn = self._conn
+            try:
+                if conn is None:
+                    target: str | Path = self.path
+                    if self.path != ":memory:":
+                        target = Path(self.path).expanduser()
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                    conn = sqlite3.connect(
+                        target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                    )
+                    conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.executescript(schema)
+            except (sqlite3.Error, OSError) as exc:
+                if conn is not None and self._conn is None:
+                    conn.close()
+                if isinstance(exc, OSError):
+                    raise StoreUnavailable(f"cannot create the SQLite database {self.path}: {exc}") from exc
+                raise domain_error(exc, self.path) from exc
+            self._conn = conn
+
+    async def close(self) -> None:
+        """Close the connection; safe to call twice."""
+        await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                try:
+                    conn.close()
+                except sqlite3.Error as exc:
+                    raise domain_error(exc, self.path) from exc
+
+    # -- threads and messages -------------------------------------------------------
+
+    async def append_messages(
+        self,
+        partition: str,
+        thread_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        project: str | None = None,
+    ) -> AppendResult:
+        """Append in one ``BEGIN IMMEDIATE`` transaction: seq is taken under the write lock.
+
+        Validation and hashing run in the worker thread too, before the lock is taken,
+        so a large batch never stalls the event loop.
+        """
+
+        def prepare_and_append() -> AppendResult:
+            prepared = prepare_append(partition, thread_id, messages, project)
+            rows = _message_rows(partition, thread_id, prepared)
+            return self._locked(lambda conn: self._append(conn, partition, thread_id, prepared, rows, project))
+
+        return await asyncio.to_thread(prepare_and_append)
+
+    def _append(
+        self,
+        conn: sqlite3.Connection,
+        partition: str,
+        thread_id: str,
+        prepared: list[PreparedMessage],
+        rows: list[tuple[Any, ...]],
+        project: str | None,
+    ) -> AppendResult:
+        with transaction(conn, "IMMEDIATE"):
+            now = stored_time(utcnow())
+            thread = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": None}).fetchone()
+            existing: set[str] = set()
+            if thread is None:
+                conn.execute(
+                    q.INSERT_THREAD, {"thread_id": thread_id, "partition": partition, "project": project, "now": now}
+                )
+                next_seq, covered, thread_project = 0, 0, project
+            elif thread["partition"] != partition:
+                raise Conflict(f"thread id {thread_id!r} is already used by another partition")
+            else:
+                next_seq, covered, thread_project = thread["message_count"], thread["covered_count"], thread["project"]
+                if next_seq and prepared:
+                    ids = ids_json([message.id for message in prepared])
+                    existing = {row[0] for row in conn.execute(q.EXISTING_MESSAGE_IDS, {"ids": ids})}
+            message_project = project if project is not None else thread_project
+            seen = set(existing)
+            new_rows: list[tuple[Any, ...]] = []
+            tokens = 0
+            for message, row in zip(prepared, rows, strict=True):
+                if message.id in seen:
+                    continue
+                seen.add(message.id)
+                tokens += message.tokens
+                new_rows.append((*row[:4], message_project, next_seq + len(new_rows), *row[4:]))
+            if new_rows:
+                conn.executemany(q.INSERT_MESSAGE, new_rows)
+                conn.execute(
+                    q.GROW_THREAD,
+                    {"added": len(new_rows), "tokens": tokens, "now": now, "project": project, "thread_id": thread_id},
+                )
+        return AppendResult(
+            thread_id=thread_id,
+            partition=partition,
+            appended=len(new_rows),
+            duplicates=len(prepared) - len(new_rows),
+            message_ids=[message.id for message in prepared],
+            uncompacted=next_seq + len(new_rows) - covered,
+        )
+
+    async def get_thread(self, partition: str | None, thread_id: str) -> Thread:
+        """One thread with its message count; ``NotFound`` outside its partition."""
+        return await self._run(lambda conn: thread_from_row(require_thread(conn, partition, thread_id)))
+
+    async def list_threads(self, partition: str | None, *, limit: int = 100) -> list[Thread]:
+        """Threads, most recently updated first."""
+        params = {"partition": partition, "limit": page_limit(limit)}
+        return await self._run(lambda conn: [thread_from_row(row) for row in conn.execute(q.LIST_THREADS, params)])
+
+    async def get_messages(
+        self,
+        partition: str | None,
+        thread_id: str,
+        *,
+        first_seq: int = 0,
+        last_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Messages of a thread in a seq range, read by the (thread_id, seq) index."""
+        params = {
+            "thread_id": thread_id,
+            "first_seq": clamp_int64(first_seq),
+            "last_seq": INT64_MAX if last_seq is None else clamp_int64(last_seq),
+            "limit": -1 if limit is None else page_limit(limit),
+        }
+
+        def read(conn: sqlite3.Connection) -> list[Message]:
+            with transaction(conn, "DEFERRED"):
+                require_thread(conn, partition, thread_id)
+                return [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, params)]
+
+        return await self._run(read)
+
+    async def get_message(self, partition: str | None, message_id: str) -> Message:
+        """One message by its stored id."""
+
+        def read(conn: sqlite3.Connection) -> Message:
+            row = conn.execute(q.MESSAGE_BY_ID, {"id": message_id, "partition": partition}).fetchone()
+            if row is None:
+                raise NotFound("message", message_id)
+            return message_from_row(row)
+
+        return await self._run(read)
+
+    async def search_text(
+        self,
+        query: str,
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """BM25-ranked FTS5 search over each kind, merged best first (score = -bm25).
+
+        All words first: each kind is searched for rows holding every query word, and
+        only when those are fewer than ``limit`` for rows holding any word, whose new
+        hits follow. Rows holding every word are the better answers. The merge keeps
+        that order: every kind's all-words hits by score, then the rest by score.
+
+        Each of those queries ranks at most the newest ``MATCH_CANDIDATES`` rows that
+        match and pass the filters (see ``queries``): exact below that, and at a
+        million messages a common word costs milliseconds, not the second it takes to
+        score every row holding it. Past it the newest matches win, as in a memory the
+        recent past usually should.
+        """
+        searched = check_kinds(kinds)
+        limit = page_limit(limit)
+        if q.fts_query(query) is None:
+            return []
+        params = {
+            "partition": partition,
+            "thread_id": thread_id,
+            "since": None if since is None else stored_time(since),
+            "until": None if until is None else stored_time(until),
+        }
+
+        def read(conn: sqlite3.Connection) -> list[SearchHit]:
+            ranked: list[tuple[int, SearchHit]] = []
+            for kind in searched:
+                words = _ranking_words(conn, query) if kind == "message" else query
+                found: set[str] = set()
+                for tier, require_all in enumerate((True, False)):
+                    if tier and (len(found) == limit or len(q.query_words(words)) == 1):
+                        break
+                    wanted = limit + len(found)
+                    asked = {
+                        **params,
+                        "query": q.fts_query(words, require_all=require_all),
+                        "limit": wanted,
+                        "candidates": max(q.MATCH_CANDIDATES, wanted),
+                    }
+                    for row in conn.execute(q.SEARCHES[kind], asked):
+                        if row[0] in found:
+                            continue
+                        found.add(row[0])
+                        ranked.append(
+                            (tier, SearchHit(
+                                id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
+                                role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
+                                snippet=row[7], score=row[8],
+                            ))
+                        )  # fmt: skip
+            ranked.sort(key=lambda entry: (entry[0], -entry[1].score))
+            return [hit for _, hit in ranked[:limit]]
+
+        return await self._run(read)
+
+    async def stats(self, partition: str | None) -> StoreStats:
+        """Counts from the per-thread totals and one GROUP BY over summaries."""
+
+        def read(conn: sqlite3.Connection) -> StoreStats:
+            params = {"partition": partition}
+            with transaction(conn, "DEFERRED"):
+                threads, messages, tokens = conn.execute(q.THREAD_TOTALS, params).fetchone()
+                levels = {level: count for level, count in conn.execute(q.SUMMARY_LEVELS, params)}
+                (facts,) = conn.execute(q.FACT_COUNT, params).fetchone()
+            return StoreStats(
+                store=self.kind,
+                partition=partition,
+                threads=threads,
+                messages=messages,
+                summaries_by_level=levels,
+                facts=facts,
+                tokens=tokens,
+            )
+
+        return await self._run(read)
+
+
+def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
+    """The query's words that can rank a message: those in some but not most messages.
+
+    A word in no message matches nothing and adds nothing to any score, yet would make
+    every row fail the all-words query. FTS5's bm25 gives a term found in over half the
+    messages an IDF of zero (it clamps it at 1e-6), so it changes no ranking, yet
+    requiring it drops good rows that lack it. How common a word is comes from the
+    newest ``COMMON_TERM_SAMPLE`` messages: counting all of a common word's rows would
+    cost tens of milliseconds at a million. Common terms are kept when the store is small
+    (below ``COMMON_TERM_MIN_ROWS``); the query is kept as is when no word is left.
+    """
+    (rows,) = conn.execute(q.MESSAGE_ROWS).fetchone()
+    sample = {"after": rows - q.COMMON_TERM_SAMPLE}
+    kept = []
+    for word in q.query_words(query):
+        word_query = q.fts_query(word)
+        (recent,) = conn.execute(q.RECENT_MATCHES, {**sample, "query": word_query}).fetchone()
+        if not recent and conn.execute(q.ANY_MESSAGE_MATCH, {"query": word_query}).fetchone() is None:
+            continue
+        if rows < q.COMMON_TERM_MIN_ROWS or 2 * recent <= min(rows, q.COMMON_TERM_SAMPLE):
+            kept.append(word)
+    return " ".join(kept) if kept else query

@@ -1,0 +1,241 @@
+"""The ``palimpsest`` command line: what a person (or a script) does by hand.
+
+Each command is a thin verb over one domain function, on the store that settings name
+(``--store`` overrides ``PALIMPSEST_STORE``). Results print as rich tables, or as JSON
+on stdout with ``--json``. Any ``PalimpsestError`` ends the command with one line,
+``error: ...``, on stderr and exit code 1; usage errors exit 2, as typer does.
+
+This module holds the ``app`` (the ``palimpsest`` console script), the commands that
+run or check the whole store (``serve``, ``stats``, ``doctor``, ``maintain``), and
+registers, in the order ``palimpsest --help`` lists them, the commands of its sibling
+modules: ``palimpsest.server.cli.feed`` (ingest, hook), ``palimpsest.server.cli.dag`` (compact, describe,
+expand) and ``palimpsest.server.cli.search`` (grep, kg, recall, context). What they all share is
+in ``palimpsest.server.cli.support``; how results look, in ``palimpsest.server.cli.output``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from palimpsest.graph_schema.errors import PalimpsestError
+from palimpsest.graph_schema.models import MaintenanceCycle, StoreStats
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import make_embedder
+from palimpsest.server.cli import dag as cli_dag
+from palimpsest.server.cli import feed as cli_feed
+from palimpsest.server.cli import output
+from palimpsest.server.cli import search as cli_search
+from palimpsest.server.cli.support import (
+    AllPartitionsOption,
+    JsonOption,
+    PartitionOption,
+    StoreOption,
+    fail,
+    on_store,
+    read_scope,
+    run_command,
+    settings_from_flags,
+)
+from palimpsest.server.settings import Settings
+
+app = typer.Typer(
+    name="palimpsest",
+    help="Palimpsest: a lossless memory server for coding agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+class Transport(StrEnum):
+    """How ``serve`` talks to MCP clients."""
+
+    stdio = "stdio"
+    http = "http"
+
+
+def stats(
+    partition: PartitionOption = None,
+    all_partitions: AllPartitionsOption = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Count threads, messages, summaries by level and facts (what memory_stats returns).
+
+    Example: palimpsest stats --partition claude-code
+    """
+    settings = settings_from_flags(store, partition)
+    scope = read_scope(settings, all_partitions, partition)
+
+    async def work(opened: MemoryStore) -> StoreStats:
+        return await opened.stats(scope)
+
+    result = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(result)
+    else:
+        output.stdout_console().print(output.stats_table(result))
+
+
+def doctor(
+    partition: Annotated[
+        str | None, typer.Option("--partition", metavar="NAME", help="Check one partition only; default all.")
+    ] = None,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="ID", help="Check one thread only.")] = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Verify every invariant of the lossless contract; exit 1 naming each breach.
+
+    Example: palimpsest doctor --store sqlite:///memory.db
+    """
+    from palimpsest.graph_schema.doctor import Breach, check_store
+
+    settings = settings_from_flags(store)
+
+    async def work(opened: MemoryStore) -> tuple[list[Breach], int]:
+        found = await check_store(opened, partition=partition, thread_id=thread)
+        checked = 1 if thread is not None else (await opened.stats(partition)).threads
+        return found, checked
+
+    breaches, threads = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(
+            {
+                "ok": not breaches,
+                "threads": threads,
+                "breaches": [breach.model_dump(mode="json") for breach in breaches],
+            }
+        )
+    elif breaches:
+        output.stdout_console().print(output.breaches_table(breaches))
+    else:
+        noun = "thread" if threads == 1 else "threads"
+        output.stdout_console().print(f"all 7 invariants hold across {threads} {noun}", markup=False)
+    if breaches:
+        for breach in breaches:
+            where = f"{breach.thread_id}/{breach.node_id}" if breach.node_id else breach.thread_id
+            typer.echo(f"breach of invariant {breach.invariant} in {where}: {breach.message}", err=True)
+        raise typer.Exit(1)
+
+
+def serve(
+    transport: Annotated[
+        Transport, typer.Option("--transport", help="stdio for an IDE, http for a network.")
+    ] = Transport.stdio,
+    host: Annotated[str, typer.Option("--host", help="Address the http transport listens on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port of the http transport.")] = 8765,
+    partition: Annotated[
+        str | None,
+        typer.Option("--partition", metavar="NAME", help="Partition to write to; else from the MCP client's name."),
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Run the MCP server (stdio for one IDE, http to share one process).
+
+    Example: palimpsest serve --transport http --port 8765 --store bolt://127.0.0.1:7687
+    """
+    from palimpsest.server.mcp.app import run_server
+
+    settings = settings_from_flags(store, partition)
+    try:
+        run_server(settings, transport=transport.value, host=host, port=port)
+    except PalimpsestError as exc:
+        raise fail(str(exc)) from None
+
+
+# -- maintenance: the background loop by hand ------------------------------------------
+
+
+async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> None:
+    """Run the maintenance jobs now and on their intervals until SIGINT or SIGTERM."""
+    from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
+    from palimpsest.scheduler.summarizers import make_summarizer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await Maintenance(
+            opened,
+            settings.maintenance,
+            make_summarizer(settings.llm),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+        ).run_until(stop)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def maintain(
+    once: Annotated[bool, typer.Option("--once", help="Run every tick now, then exit.")] = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Run background maintenance by hand: compaction with escalation, then evolution.
+
+    With --once, each job runs one tick now, with a progress bar, and the command exits (1 if a tick had errors).
+
+    Without it, the jobs run now, then every PALIMPSEST_COMPACTION_INTERVAL and KG_EVOLUTION_INTERVAL
+    seconds until Ctrl+C.
+
+    Leases in the store keep it from running a job another process is running.
+
+    Example: palimpsest maintain --once --store sqlite:///memory.db
+    """
+    from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
+    from palimpsest.scheduler.summarizers import make_summarizer
+
+    settings = settings_from_flags(store)
+    if not once:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+        run_command(lambda: on_store(settings, lambda opened: _maintain_until_signalled(opened, settings)))
+        return
+    show_bar = not json and sys.stderr.isatty()
+
+    async def work(opened: MemoryStore) -> dict[str, MaintenanceCycle | None]:
+        maintenance = Maintenance(
+            opened,
+            settings.maintenance,
+            make_summarizer(settings.llm),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+        )
+        if not show_bar:
+            return await maintenance.run_once()
+        with output.maintenance_progress() as bar:
+            return await maintenance.run_once(output.job_bars(bar))
+
+    cycles = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json({job: cycle.model_dump(mode="json") if cycle else None for job, cycle in cycles.items()})
+    else:
+        output.stdout_console().print(output.cycles_table(cycles))
+    errors = [f"{job}: {error}" for job, cycle in cycles.items() if cycle is not None for error in cycle.errors]
+    for error in errors:
+        typer.echo(f"error: {error}", err=True)
+    if errors:
+        raise typer.Exit(1)
+
+
+# In the order ``palimpsest --help`` lists them (groups, like ``hook``, come after the commands).
+app.command()(cli_feed.ingest)
+app.add_typer(cli_feed.hook_app)
+app.command()(stats)
+app.command()(cli_dag.compact)
+app.command()(cli_dag.describe)
+app.command()(cli_dag.expand)
+app.command()(doctor)
+app.command()(cli_search.grep)
+app.command()(serve)
+app.command()(maintain)
+app.command()(cli_search.kg)
+app.command()(cli_search.recall)
+app.command()(cli_search.context)

@@ -1,0 +1,1 @@
+"""How conversations get in: transcript formats behind one parser, file ingest and agent hooks."""

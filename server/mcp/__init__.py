@@ -1,0 +1,1 @@
+"""The MCP adapter: the FastMCP app, its tools (thin wrappers over domain functions), partitions and tokens."""

@@ -1,0 +1,234 @@
+"""The FastMCP application: a factory that wires settings, store and tools, and how to run it.
+
+`build_server` makes a fresh server for each caller (tests pass their own store), never a
+module-global one. Its lifespan opens the store, initializes the schema, and closes the
+store in ``finally``; composed after it, the maintenance lifespan runs the background
+jobs (unless ``PALIMPSEST_SCHEDULER=off``) and stops them first on the way out. Every
+tool call holds the foreground gate, so background work yields to it. `run_server`
+serves it over stdio (one IDE, the default) or streamable HTTP (shared; bearer tokens
+bound to partitions, or loopback only).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import mcp_types
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from fastmcp import FastMCP
+from fastmcp.resources.base import ResourceResult
+from fastmcp.server.lifespan import lifespan
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import ToolResult
+
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import make_embedder
+from palimpsest.scheduler.embedding import EmbeddingQueue
+from palimpsest.scheduler.foreground import ForegroundGate
+from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
+from palimpsest.scheduler.summarizers import make_summarizer
+from palimpsest.server.mcp.partitions import PartitionTokenVerifier, load_token_grants
+from palimpsest.server.mcp.tools import RUNTIME_KEY, ArgumentErrors, Runtime, register_tools
+from palimpsest.server.settings import Settings
+
+logger = logging.getLogger("palimpsest.server")
+
+INSTRUCTIONS = (
+    "Palimpsest keeps every message of your conversations and folds old ones into "
+    "summaries that expand back byte for byte. append_messages stores messages; "
+    "grep_memories finds words, a regex or (semantic mode) meaning (each hit's covered_by names the summaries "
+    "folding it); describe_summary and expand_summary open a summary; get_summary_dag "
+    "shows a thread's summaries; compact_thread folds old messages now; memory_stats counts. "
+    "recall answers what memory knows about a topic across threads (facts, summaries, messages); "
+    "kg turns a thread's fact layer on or off and shows its facts by topic."
+)
+
+
+def _version() -> str:
+    try:
+        return version("palimpsest-memory")
+    except PackageNotFoundError:
+        return "0"
+
+
+def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMCP:
+    """A ready-to-run MCP server over one store.
+
+    Args:
+        settings: Configuration (store URI, partition, compaction, LLM, tokens file).
+        store: A store to serve instead of ``settings.open_store()``; the caller keeps
+            ownership and closes it (the lifespan still calls its idempotent
+            ``initialize``).
+
+    Raises:
+        InvalidInput: if the tokens file is unreadable or malformed, or
+            ``PALIMPSEST_EMBEDDER`` names no embedder.
+    """
+    grants = load_token_grants(settings.tokens_file) if settings.tokens_file is not None else None
+    summarizer = make_summarizer(settings.llm)
+    # One embedder per process; a local model loads on first use, in the background.
+    embedder = make_embedder(settings.embedder, settings.llm)
+    gate = ForegroundGate()
+    opened = _OpenedStore()
+
+    @lifespan
+    async def store_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        owned = store is None
+        active = settings.open_store() if store is None else store
+        embedding: EmbeddingQueue | None = None
+        try:
+            await active.initialize()
+            opened.store = active
+            logger.info("serving the %s store", active.kind)
+            if embedder is not None:
+                embedding = EmbeddingQueue(active, embedder, pause=gate.wait_idle)
+                embedding.start()
+                logger.info("semantic search on with %s", embedder.name)
+            yield {
+                RUNTIME_KEY: Runtime(
+                    store=active,
+                    settings=settings,
+                    summarizer=summarizer,
+                    tokens_required=grants is not None,
+                    embedder=embedder,
+                    embedding=embedding,
+                )
+            }
+        finally:
+            if embedding is not None:
+                await embedding.stop()
+            if owned:
+                await active.close()
+
+    # -- maintenance: the background loop, composed after the store, stopped before it --
+
+    @lifespan
+    async def maintenance_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        if not settings.scheduler or opened.store is None:
+            logger.info("background maintenance is off in this process")
+            yield {}
+            return
+        maintenance = Maintenance(
+            opened.store,
+            settings.maintenance,
+            summarizer,
+            gate=gate,
+            steps=evolution_steps(opened.store, embedder),
+        )
+        scheduler = AsyncIOScheduler()
+        maintenance.start(scheduler)
+        scheduler.start()
+        logger.info(
+            "background maintenance on as %s: compaction every %ds, evolution every %ds",
+            maintenance.holder,
+            settings.compaction_interval,
+            settings.evolution_interval,
+        )
+        try:
+            yield {}
+        finally:
+            await maintenance.shutdown(scheduler)
+
+    server = FastMCP(
+        "palimpsest",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=store_lifespan | maintenance_lifespan,
+        auth=PartitionTokenVerifier(grants) if grants is not None else None,
+        middleware=[ForegroundFirst(gate), ArgumentErrors()],
+        mask_error_details=True,
+    )
+    register_tools(server)
+    return server
+
+
+@dataclass
+class _OpenedStore:
+    """The store the store lifespan opened, handed to the maintenance lifespan after it."""
+
+    store: MemoryStore | None = None
+
+
+class ForegroundFirst(Middleware):
+    """Holds the foreground gate for each tool call and resource read, so maintenance yields."""
+
+    def __init__(self, gate: ForegroundGate) -> None:
+        self.gate = gate
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[mcp_types.CallToolRequestParams],
+        call_next: CallNext[mcp_types.CallToolRequestParams, ToolResult],
+    ) -> ToolResult:
+        """Run the call with the gate held."""
+        async with self.gate.foreground():
+            return await call_next(context)
+
+    async def on_read_resource(
+        self,
+        context: MiddlewareContext[mcp_types.ReadResourceRequestParams],
+        call_next: CallNext[mcp_types.ReadResourceRequestParams, ResourceResult],
+    ) -> ResourceResult:
+        """Run the read with the gate held."""
+        async with self.gate.foreground():
+            return await call_next(context)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _log_to_stderr() -> None:
+    """On stdio, stdout carries protocol bytes only: every log line goes to stderr."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+def run_server(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve MCP until the client hangs up (stdio) or the process is stopped (HTTP).
+
+    Over HTTP, a tokens file (``PALIMPSEST_TOKENS_FILE``) makes bearer tokens required,
+    each bound to its partitions; without one the server is unauthenticated and so
+    only listens on loopback.
+
+    Raises:
+        InvalidInput: for an unknown transport, a malformed tokens file, or an
+            unauthenticated HTTP server asked to listen beyond loopback.
+    """
+    _log_to_stderr()
+    if transport == "stdio":
+        build_server(settings).run(transport="stdio", show_banner=False)
+        return
+    if transport != "http":
+        raise InvalidInput(f"unknown transport {transport!r}: use stdio or http")
+    if settings.tokens_file is None:
+        if not is_loopback(host):
+            raise InvalidInput(
+                f"refusing to serve HTTP on {host} without authentication: set "
+                "PALIMPSEST_TOKENS_FILE to require bearer tokens, or bind to 127.0.0.1"
+            )
+        logger.warning(
+            "serving MCP over HTTP without authentication on %s:%d (loopback only); "
+            "set PALIMPSEST_TOKENS_FILE to require bearer tokens",
+            host,
+            port,
+        )
+    server = build_server(settings)
+    server.run(transport="http", host=host, port=port, show_banner=False)

@@ -1,0 +1,528 @@
+"""Searching a partition's memory by words, by pattern or by meaning, for ``grep_memories``.
+
+Text mode is the store's full-text index. Semantic mode embeds the query with the
+server's embedder and asks the store for the nearest vectors (`MemoryStore.vector_search`).
+Regex mode is here because no index answers a regular expression: it matches messages
+and summaries in process with the ``regex`` package, whose ``timeout=`` bounds every
+match, so a catastrophic pattern such as ``(a|aa)+$`` ends in a clear error instead of a
+hung server. When the pattern holds a whole word that every match must contain, the
+full-text index narrows the candidates first; otherwise the partition is scanned page by
+page up to a cap.
+
+Every hit says which summaries cover it (``covered_by``, lowest level first), so an agent
+can go from a phrase to the summary that folded it and expand it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import regex
+from pydantic import BaseModel, Field
+
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import Message, Role, SearchHit, SearchKind, Summary, UtcDatetime
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import Embedder
+from palimpsest.scheduler.embedding import query_vector
+from palimpsest.server.retrieval.hybrid import NO_EMBEDDER as HYBRID_NO_EMBEDDER
+from palimpsest.server.retrieval.hybrid import hybrid_search
+
+GrepMode = Literal["text", "regex", "semantic", "hybrid"]
+
+#: Longest query or pattern accepted.
+MAX_QUERY_CHARS = 2000
+#: Seconds one regex may spend on one message or summary.
+REGEX_MATCH_TIMEOUT = 0.5
+#: Seconds one regex search may spend matching in all.
+REGEX_TOTAL_BUDGET = 10.0
+#: Messages and summaries a regex search reads at most when it has to scan.
+REGEX_SCAN_CAP = 50_000
+#: Messages read from the store at a time while scanning.
+SCAN_PAGE = 500
+#: Threads a scan visits at most.
+SCAN_THREADS = 10_000
+#: Candidates taken from the full-text index before giving up on the prefilter.
+PREFILTER_CAP = 500
+#: Characters of context kept on each side of a regex match in its snippet.
+SNIPPET_CONTEXT = 60
+#: Characters of the match itself kept in a snippet.
+SNIPPET_MATCH = 200
+
+#: Why semantic mode cannot run, and how to make it.
+NO_EMBEDDER = (
+    "semantic search needs an embedder: set PALIMPSEST_EMBEDDER=sentence-transformers:all-MiniLM-L6-v2 "
+    "(a local model, offline) or openai:MODEL, and restart the server"
+)
+
+# Words full-text analyzers may drop as stop words: never used as a prefilter.
+_STOP_WORDS = frozenset("and are but for into not such that the their then there these they this was will with".split())
+
+
+class GrepHit(BaseModel):
+    """One hit of ``grep_memories``: where it is, a snippet, and what covers it."""
+
+    id: str = Field(description="Stored id (msg_..., sum_..., fact_...).")
+    source_id: str | None = Field(None, description="The caller's message_id, for messages.")
+    kind: SearchKind
+    thread_id: str | None
+    partition: str
+    level: int | None = Field(None, description="Summary level, for summaries.")
+    role: Role | None = Field(None, description="Who wrote it, for messages.")
+    created_at: UtcDatetime
+    snippet: str
+    score: float = Field(
+        description="Higher is better: BM25 (text), cosine similarity -1..1 (semantic), 1.0 for every regex hit."
+    )
+    covered_by: list[str] = Field(default_factory=list, description="Summaries above this node, lowest level first.")
+
+
+class GrepResult(BaseModel):
+    """The hits of one search, best first (text) or in thread order (regex)."""
+
+    hits: list[GrepHit]
+    truncated: bool = Field(False, description="A regex scan stopped at its cap before reading the whole partition.")
+
+
+async def grep_memories(
+    store: MemoryStore,
+    query: str,
+    *,
+    partition: str | None,
+    mode: GrepMode = "text",
+    thread_id: str | None = None,
+    kinds: Sequence[SearchKind] = ("message", "summary"),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 20,
+    embedder: Embedder | None = None,
+) -> GrepResult:
+    """Search one partition (``None``: all) by words, by regular expression or by meaning.
+
+    Args:
+        store: The store to search.
+        query: Words (text mode) or a ``regex``-package pattern (regex mode).
+        partition: The partition to search; ``None`` crosses partitions explicitly.
+        mode: ``text`` for the full-text index, ``regex`` for a pattern, ``semantic``
+            for the nodes nearest the query's meaning (needs ``embedder``), ``hybrid``
+            for both fused and re-ranked by context (`palimpsest.server.retrieval.hybrid`; needs
+            ``embedder`` too, and without one refuses with InvalidInput rather than
+            answering as text mode would).
+        thread_id: Only this thread.
+        kinds: Which nodes to search; regex mode searches messages and summaries.
+        since: Only nodes created at or after this time.
+        until: Only nodes created at or before this time.
+        limit: Most hits returned.
+        embedder: Embeds the query in semantic mode (the server's, from
+            ``PALIMPSEST_EMBEDDER``).
+
+    Raises:
+        InvalidInput: for an empty or over-long query, an invalid pattern, a pattern
+            that takes too long, ``since`` after ``until``, or semantic mode without
+            an embedder.
+        EmbeddingFailed: if semantic mode's embedder cannot embed the query.
+        NotFound: if ``thread_id`` names no thread of the partition.
+    """
+    if not query.strip():
+        raise InvalidInput("query must not be empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
+    if limit < 1:
+        raise InvalidInput("limit must be at least 1")
+    if since is not None and until is not None and since > until:
+        raise InvalidInput("since must not be after until")
+    if thread_id is not None:
+        await store.get_thread(partition, thread_id)
+    if mode == "regex":
+        return await _grep_regex(store, query, partition, thread_id, kinds, since, until, limit)
+    if mode == "semantic":
+        if embedder is None:
+            raise InvalidInput(NO_EMBEDDER)
+        vector = await query_vector(store, embedder, query)
+        found = await store.vector_search(
+            vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
+        )
+        return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+    if mode == "hybrid":
+        if embedder is None:
+            raise InvalidInput(HYBRID_NO_EMBEDDER)
+        found = await hybrid_search(
+            store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
+            until=until, limit=limit,
+        )  # fmt: skip
+        return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+    found = await store.search_text(
+        query, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
+    )
+    return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+
+
+def _hit(found: SearchHit) -> GrepHit:
+    return GrepHit(**found.model_dump(), covered_by=[])
+
+
+async def _with_coverage(store: MemoryStore, hits: list[GrepHit]) -> list[GrepHit]:
+    """Fill ``covered_by``: the store's chain for messages, the parent chain for summaries."""
+    message_ids = [hit.id for hit in hits if hit.kind == "message"]
+    chains = await store.covered_by(message_ids) if message_ids else {}
+    for hit in hits:
+        if hit.kind == "message":
+            hit.covered_by = list(chains.get(hit.id, []))
+        elif hit.kind == "summary":
+            hit.covered_by = await _parent_chain(store, hit.partition, hit.id)
+    return hits
+
+
+async def _parent_chain(store: MemoryStore, partition: str, summary_id: str) -> list[str]:
+    chain: list[str] = []
+    summary = await store.get_summary(partition, summary_id)
+    while summary.parent_id is not None:
+        chain.append(summary.parent_id)
+        summary = await store.get_summary(partition, summary.parent_id)
+    return chain
+
+
+# -- regex mode -------------------------------------------------------------------------
+
+
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """Compile a user pattern with the ``regex`` package.
+
+    Raises:
+        InvalidInput: naming what is wrong and where, for a pattern that does not compile.
+    """
+    try:
+        return regex.compile(pattern)
+    except regex.error as exc:
+        raise InvalidInput(f"invalid regex {pattern!r}: {exc}") from None
+    except (ValueError, OverflowError) as exc:
+        raise InvalidInput(f"invalid regex {pattern!r}: {exc}") from None
+
+
+@dataclass
+class _Candidate:
+    node: Message | Summary
+    text: str
+
+
+async def _grep_regex(
+    store: MemoryStore,
+    pattern_text: str,
+    partition: str | None,
+    thread_id: str | None,
+    kinds: Sequence[SearchKind],
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+) -> GrepResult:
+    pattern = compile_pattern(pattern_text)
+    searched = tuple(kind for kind in kinds if kind in ("message", "summary"))
+    if not searched:
+        return GrepResult(hits=[])
+    deadline = time.monotonic() + REGEX_TOTAL_BUDGET
+    hits: list[GrepHit] = []
+    read = 0
+    truncated = False
+    async for batch in _candidates(store, pattern_text, partition, thread_id, searched, since, until):
+        if read + len(batch) > REGEX_SCAN_CAP:
+            batch = batch[: REGEX_SCAN_CAP - read]
+            truncated = True
+        read += len(batch)
+        spans = await asyncio.to_thread(_match_all, pattern, [c.text for c in batch], deadline)
+        for candidate, span in zip(batch, spans, strict=True):
+            if span is not None:
+                hits.append(_regex_hit(candidate, span))
+                if len(hits) >= limit:
+                    return GrepResult(hits=await _with_coverage(store, hits), truncated=False)
+        if truncated:
+            break
+    return GrepResult(hits=await _with_coverage(store, hits), truncated=truncated)
+
+
+def _match_all(pattern: regex.Pattern[str], texts: list[str], deadline: float) -> list[tuple[int, int] | None]:
+    """First match span of each text, each match time-limited; runs in a worker thread."""
+    spans: list[tuple[int, int] | None] = []
+    for text in texts:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise InvalidInput(
+                f"regex took too long: the search ran past {REGEX_TOTAL_BUDGET:g} s; "
+                "narrow it with thread_id, since/until or a simpler pattern"
+            )
+        try:
+            match = pattern.search(text, timeout=min(REGEX_MATCH_TIMEOUT, remaining), concurrent=True)
+        except TimeoutError:
+            raise InvalidInput(
+                f"regex took too long: over {REGEX_MATCH_TIMEOUT:g} s on one message; simplify the "
+                "pattern (nested or overlapping repetitions such as (a|aa)+ backtrack without end)"
+            ) from None
+        spans.append(match.span() if match is not None else None)
+    return spans
+
+
+def _regex_hit(candidate: _Candidate, span: tuple[int, int]) -> GrepHit:
+    node = candidate.node
+    start, end = span
+    text = candidate.text
+    left = max(0, start - SNIPPET_CONTEXT)
+    match_end = min(end, start + SNIPPET_MATCH)
+    right = min(len(text), match_end + SNIPPET_CONTEXT)
+    snippet = ("…" if left > 0 else "") + text[left:right] + ("…" if right < len(text) else "")
+    if isinstance(node, Message):
+        return GrepHit(
+            id=node.id,
+            source_id=node.source_id,
+            kind="message",
+            thread_id=node.thread_id,
+            partition=node.partition,
+            role=node.role,
+            created_at=node.created_at,
+            snippet=snippet,
+            score=1.0,
+        )
+    return GrepHit(
+        id=node.id,
+        kind="summary",
+        thread_id=node.thread_id,
+        partition=node.partition,
+        level=node.level,
+        created_at=node.created_at,
+        snippet=snippet,
+        score=1.0,
+    )
+
+
+def _in_window(created_at: datetime, since: datetime | None, until: datetime | None) -> bool:
+    return (since is None or created_at >= since) and (until is None or created_at <= until)
+
+
+async def _candidates(
+    store: MemoryStore,
+    pattern_text: str,
+    partition: str | None,
+    thread_id: str | None,
+    kinds: tuple[SearchKind, ...],
+    since: datetime | None,
+    until: datetime | None,
+) -> AsyncIterator[list[_Candidate]]:
+    """Batches of nodes the pattern must be tried on: index candidates, else a scan."""
+    word = required_word(pattern_text)
+    if word is not None:
+        found = await store.search_text(
+            word,
+            partition=partition,
+            thread_id=thread_id,
+            kinds=kinds,
+            since=since,
+            until=until,
+            limit=PREFILTER_CAP + 1,
+        )
+        if len(found) <= PREFILTER_CAP:
+            batch: list[_Candidate] = []
+            for hit in sorted(found, key=lambda h: (h.created_at, h.id)):
+                if hit.kind == "message":
+                    message = await store.get_message(hit.partition, hit.id)
+                    batch.append(_Candidate(message, message.content))
+                else:
+                    summary = await store.get_summary(hit.partition, hit.id)
+                    batch.append(_Candidate(summary, summary.text))
+            yield batch
+            return
+    async for batch in _scan(store, partition, thread_id, kinds, since, until):
+        yield batch
+
+
+async def _scan(
+    store: MemoryStore,
+    partition: str | None,
+    thread_id: str | None,
+    kinds: tuple[SearchKind, ...],
+    since: datetime | None,
+    until: datetime | None,
+) -> AsyncIterator[list[_Candidate]]:
+    """Every message (oldest first) and summary of each thread, most recent thread first."""
+    if thread_id is not None:
+        threads = [await store.get_thread(partition, thread_id)]
+    else:
+        threads = await store.list_threads(partition, limit=SCAN_THREADS)
+    for thread in threads:
+        if "message" in kinds:
+            first_seq = 0
+            while True:
+                page = await store.get_messages(thread.partition, thread.id, first_seq=first_seq, limit=SCAN_PAGE)
+                if not page:
+                    break
+                yield [
+                    _Candidate(message, message.content)
+                    for message in page
+                    if _in_window(message.created_at, since, until)
+                ]
+                if len(page) < SCAN_PAGE:
+                    break
+                first_seq = page[-1].seq + 1
+        if "summary" in kinds:
+            dag = await store.summary_dag(thread.partition, thread.id)
+            yield [
+                _Candidate(summary, summary.text)
+                for summary in dag.nodes
+                if _in_window(summary.created_at, since, until)
+            ]
+
+
+# -- prefilter --------------------------------------------------------------------------
+
+_WS = "ws"
+_LIT = "lit"
+_OTHER = "other"
+_QUANT = "quant"
+_OPTIONAL_QUANTIFIERS = ("?", "*", "{")
+_ESCAPE_WITH_ARGUMENT = "xuUNpPg0123456789"
+_WHITESPACE_ESCAPES = "stnrfv"
+
+
+def required_word(pattern: str) -> str | None:
+    """A whole word every match of ``pattern`` contains, to narrow candidates by full text.
+
+    Conservative on purpose, since a wrong answer would hide real matches: only an
+    ASCII word of 3+ letters or digits at the top level of a pattern without
+    alternation or inline flags, standing between two mandatory whitespace atoms
+    (a literal space or ``\\s``), qualifies; so ``deploy key [0-9]+`` gives ``key``
+    while ``colou?r`` or ``a|b`` give nothing. Whitespace on both sides makes it a
+    whole token for every full-text analyzer, which ``\\b`` would not (``foo.bar``).
+    Returns the longest such word, or ``None``.
+    """
+    if "(?" in pattern:
+        return None
+    atoms = _top_level_atoms(pattern)
+    if atoms is None:
+        return None
+    best: str | None = None
+    index = 0
+    while index < len(atoms):
+        if not _is_word_char(atoms[index]):
+            index += 1
+            continue
+        start = index
+        while index < len(atoms) and _is_word_char(atoms[index]):
+            index += 1
+        word = "".join(char for _, char in atoms[start:index])
+        before = atoms[start - 1][0] if start > 0 else None
+        after = atoms[index][0] if index < len(atoms) else None
+        after_delimiter = atoms[index + 1] if index + 1 < len(atoms) else None
+        delimiter_optional = (
+            after_delimiter is not None
+            and after_delimiter[0] == _QUANT
+            and (after_delimiter[1] in _OPTIONAL_QUANTIFIERS)
+        )
+        if (
+            before == _WS
+            and after == _WS
+            and not delimiter_optional
+            and len(word) >= 3
+            and word.lower() not in _STOP_WORDS
+            and (best is None or len(word) > len(best))
+        ):
+            best = word
+    return best
+
+
+def _is_word_char(atom: tuple[str, str]) -> bool:
+    kind, char = atom
+    return kind == _LIT and char.isascii() and char.isalnum()
+
+
+def _top_level_atoms(pattern: str) -> list[tuple[str, str]] | None:
+    """The pattern's top-level atoms; groups and classes collapse to one ``other`` atom.
+
+    ``None`` when the pattern alternates at the top level (no word is then required).
+    A ``+`` after a whitespace atom is folded into it: one or more is still mandatory.
+    """
+    atoms: list[tuple[str, str]] = []
+    depth = 0
+    index = 0
+    length = len(pattern)
+
+    def emit(kind: str, char: str = "") -> None:
+        if depth != 0:
+            return
+        if kind == _QUANT and char == "+" and atoms and atoms[-1][0] == _WS:
+            return
+        atoms.append((kind, char))
+
+    while index < length:
+        char = pattern[index]
+        if char == "\\":
+            escaped = pattern[index + 1] if index + 1 < length else ""
+            index += 2
+            if escaped in _WHITESPACE_ESCAPES and escaped != "":
+                emit(_WS)
+            elif escaped == " ":
+                emit(_WS)
+            elif escaped != "" and escaped in _ESCAPE_WITH_ARGUMENT:
+                if index < length and pattern[index] == "{":
+                    closing = pattern.find("}", index)
+                    index = length if closing < 0 else closing + 1
+                while index < length and pattern[index].isalnum():
+                    index += 1
+                emit(_OTHER)
+            else:
+                emit(_OTHER)
+            continue
+        if char == "[":
+            index = _skip_class(pattern, index)
+            emit(_OTHER)
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+            emit(_OTHER)
+        elif char == "|":
+            if depth == 0:
+                return None
+        elif char in "?*+":
+            emit(_QUANT, char)
+        elif char == "{":
+            closing = pattern.find("}", index)
+            emit(_QUANT, "{")
+            if closing > 0:
+                index = closing
+        elif char in " \t\n\r\f\v":
+            emit(_WS)
+        elif char in ".^$":
+            emit(_OTHER)
+        else:
+            emit(_LIT, char)
+        index += 1
+    return atoms
+
+
+def _skip_class(pattern: str, index: int) -> int:
+    """The index just past the character class opening at ``index`` (nested sets included)."""
+    depth = 0
+    position = index
+    length = len(pattern)
+    while position < length:
+        char = pattern[position]
+        if char == "\\":
+            position += 2
+            continue
+        if char == "[":
+            depth += 1
+            position += 1
+            if position < length and pattern[position] == "^":
+                position += 1
+            if position < length and pattern[position] == "]":
+                position += 1
+            continue
+        if char == "]":
+            depth -= 1
+            if depth == 0:
+                return position + 1
+        position += 1
+    return length
