@@ -56,6 +56,7 @@ _BULLET_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*•>]\s+|\d+[.)]\s+)+")
 _NONE_ITEM = re.compile(r"^\(?(?:none|n/a|nothing)\)?\.?$", re.IGNORECASE)
 _CHANGE_RE = re.compile(r"^(?P<path>.+?) \((?P<action>created|edited|deleted)(?: ×(?P<count>\d+))?\)$")
 _COMMAND_RE = re.compile(r"^`(?P<command>.+)` → (?P<status>.+?)(?: \(×(?P<count>\d+)\))?$")
+_NON_WORD = re.compile(r"\W+")
 _JSON_RE = re.compile(r"\{\s*\"[^\"]*\"\s*:.*", re.DOTALL)
 
 
@@ -97,7 +98,7 @@ def tidy(checkpoint: Checkpoint) -> None:
 
 
 def _key(item: str) -> str:
-    return " ".join(re.sub(r"\W+", " ", item.lower()).split())
+    return " ".join(_NON_WORD.sub(" ", item.lower()).split())
 
 
 def render(checkpoint: Checkpoint) -> str:

@@ -94,13 +94,8 @@ _DONE = re.compile(
     r"merged|installed|configured|migrated|passes|passing|now works|works now|green)\b",
     re.IGNORECASE,
 )
-_IDENTIFIER = re.compile(
-    r"`([^`\n]{3,40})`"
-    r"|\b([A-Za-z_][\w-]*(?:/[\w.-]+)+)"
-    r"|\b([A-Za-z_]\w*(?:[._]\w+)+(?:\(\))?)"
-    r"|\b([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)\b"
-    r"|\b([A-Z]\w*(?:Error|Exception))\b"
-)
+_BACKTICKED = re.compile(r"`([^`\n]{3,40})`")
+_EDGE_PUNCTUATION = "\"'()[]{}<>,;:!?.`*"
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d,.:/]*")
 _SPEAKER_PREFIX = re.compile(r"^([A-Z][\w'.-]{0,20}(?: [A-Z][\w'.-]{0,20})?):\s")
 _STOPWORDS = frozenset(
@@ -177,18 +172,20 @@ def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TA
     speakers = _speakers(talk)
     _objective(checkpoint, facts, talk, speakers)
     _from_facts(checkpoint, facts)
-    for message in talk:
+    people_talking = facts.tool_calls == 0 and _named(talk, speakers)
+    for message in [] if people_talking else talk:
         if message.role == Role.assistant:
             thinking = message.metadata.get("kind") == "thinking"
             for sentence in _sentences(message.content):
                 section = _classify(sentence)
                 if section is not None and (not thinking or section == "Decisions"):
                     sections[section].append(sentence)
-    sections["Current state"] = _current_state(talk) + sections["Current state"]
+    if not people_talking:
+        sections["Current state"] = _current_state(talk) + sections["Current state"]
     checkpoint.lead = next((_first_sentence(m.content) for m in talk), "")
     checkpoint.topics = _topics(facts, talk, speakers)
     tidy(checkpoint)
-    if facts.tool_calls == 0 and talk:
+    if not facts.structural_ids and talk:
         room = 4 * budget_tokens - len(render(checkpoint)) - 40
         sections["Events"] = _events(talk, speakers, room)
     return checkpoint
@@ -198,8 +195,7 @@ def _objective(checkpoint: Checkpoint, facts: SessionFacts, talk: Sequence[Messa
     """The user's first request (the last one pinned in next steps), or who talks about what."""
     sections = checkpoint.sections
     requests = facts.requests
-    named = len(speakers) >= 2 or any(m.metadata.get("speaker") for m in talk)
-    if facts.tool_calls == 0 and named and talk:
+    if facts.tool_calls == 0 and _named(talk, speakers):
         first, last = talk[0].created_at, talk[-1].created_at
         when = _day(first) if first.date() == last.date() else f"{_day(first)} to {_day(last)}"
         about = _chat_topics(talk, speakers)
@@ -217,6 +213,11 @@ def _objective(checkpoint: Checkpoint, facts: SessionFacts, talk: Sequence[Messa
         sections["Objective"].append("No new request here; work continues on " + ", ".join(work))
     elif talk:
         sections["Objective"].append("No new request here; " + clip(_first_sentence(talk[0].content), 200))
+
+
+def _named(talk: Sequence[Message], speakers: list[str]) -> bool:
+    """Whether people with names talk here (a chat between people rather than with an agent)."""
+    return bool(talk) and (len(speakers) >= 2 or any(m.metadata.get("speaker") for m in talk))
 
 
 def _from_facts(checkpoint: Checkpoint, facts: SessionFacts) -> None:
@@ -293,23 +294,43 @@ def _classify(sentence: str) -> str | None:
 def _topics(facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> list[str]:
     """Identifiers, paths, error names and proper nouns of the chunk, most frequent first.
 
-    Only from what the people and the assistant wrote and from the tool calls' targets,
-    never from the output of a file that was read.
+    Only from what the people and the assistant wrote and from the failed calls' errors,
+    never from the output of a file that was read. A word counts when its shape says it
+    is technical (a path, ``snake_case``, ``dotted.name``, ``CamelCase``, ``SomeError``,
+    a backticked span); plain words never do, however frequent.
     """
     counts: Counter[str] = Counter()
     texts: list[str] = [m.content[:_SCAN_CHARS] for m in talk if m.metadata.get("kind") != "thinking"]
     texts += [failure.error for failure in facts.failures]
     for text in texts:
-        for match in _IDENTIFIER.finditer(text):
-            term = next(group for group in match.groups() if group)
-            if term.lower() not in _STOPWORDS and not term.isdigit():
-                counts[term] += 1
-    if facts.tool_calls == 0:
+        for span in _BACKTICKED.findall(text):
+            counts[span] += 1
+        for raw in text.split():
+            word = raw.strip(_EDGE_PUNCTUATION)
+            if 3 <= len(word) <= 60 and "`" not in word and _technical(word):
+                counts[word] += 1
+    if not facts.structural_ids:
         for term in _proper_nouns(talk, speakers):
             counts[term] += 1
     counts.update(facts.read[10:])
     ranked = sorted(counts, key=lambda term: -counts[term])  # stable: first appearance breaks ties
     return ranked[:24]
+
+
+def _technical(word: str) -> bool:
+    """Whether a word's shape marks it as an identifier, a path or an error name."""
+    rest = word[1:]
+    if rest.islower() and word.isalpha():
+        return False  # the common case, decided first: a plain word
+    lower = word.lower()
+    if "://" in word or lower in _STOPWORDS or word[0].isdigit() or lower in ("e.g", "i.e"):
+        return False
+    if "/" in word or "_" in word.strip("_"):
+        return any(c.isalpha() for c in word)
+    if "." in word.strip("."):
+        head, _, tail = word.rpartition(".")
+        return head[:1].isalpha() and tail[:1].isalpha() and not word.endswith("...")
+    return word[0].isalpha() and rest != rest.lower() and word != word.upper()
 
 
 def _speakers(talk: Sequence[Message]) -> list[str]:
