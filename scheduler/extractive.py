@@ -65,6 +65,8 @@ _MIN_TARGET = 256
 _MAX_TARGET = 1200
 _SCAN_CHARS = 8000
 _OBJECTIVE_CHARS = 260
+#: Latest assistant texts searched for a statement of where the work stands.
+_STATE_LOOKBACK = 3
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _BULLET_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*•>]\s+|\d+[.)]\s+)+")
@@ -235,12 +237,16 @@ def _from_facts(checkpoint: Checkpoint, facts: SessionFacts) -> None:
 
 
 def _current_state(talk: Sequence[Message]) -> list[str]:
-    """Where the work stands: the latest assistant text that says more than what comes next."""
+    """Where the work stands: what the latest assistant texts say beyond completed work, failures and plans."""
+    looked = 0
     for message in reversed(talk):
         if message.role == Role.assistant and message.metadata.get("kind") in (None, "text"):
-            said = [sentence for sentence in _sentences(message.content) if _classify(sentence) != "Next steps"]
+            said = [sentence for sentence in _sentences(message.content) if _classify(sentence) is None]
             if said:
                 return [" ".join(said[:2])]
+            looked += 1
+            if looked == _STATE_LOOKBACK:
+                break
     return []
 
 

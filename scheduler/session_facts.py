@@ -247,6 +247,8 @@ def _record_result(facts: SessionFacts, call: ToolCall, command: str | None, mes
         run = facts.commands[command]
         if exit_code is not None:
             run.status = f"exit {exit_code}"
+        elif f"`{command}`" in facts.background and not failed:
+            run.status = "running in the background"
         else:
             run.status = "failed" if failed else "ok"
         tail = body[-2000:]
