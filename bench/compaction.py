@@ -1,8 +1,9 @@
 """Compaction and expansion benchmark, run by hand: is the summary DAG cheap enough?
 
-Two goals from the design: compacting costs under 1 ms per message, and expanding a
-high summary back to its messages costs within 2x of reading the same messages
-straight from the store. For each store and thread size it appends a realistic thread,
+Three goals: compacting costs under 1 ms per message, and at most twice what appending
+the same messages cost (summarizer included: it runs on every append's compaction);
+and expanding a high summary back to its messages costs within 2x of reading the same
+messages straight from the store. For each store and thread size it appends a realistic thread,
 compacts it to a full DAG with the extractive summarizer (defaults: threshold 30, fresh
 tail 10, fan-in 4), then times the expansion of the level-3+ summary closest to 10k
 messages against ``get_messages`` over the same seq range, interleaved, median of
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import random
@@ -44,6 +46,8 @@ from palimpsest.scheduler.summarizer import SummaryDraft
 
 EXPAND_TARGET = 10_000
 COMPACTION_GOAL_MS = 1.0
+#: Compaction, summarizer included, at most this many times the cost of appending the same messages.
+APPEND_GOAL_RATIO = 2.0
 EXPANSION_GOAL_RATIO = 2.0
 
 _WORDS = (
@@ -51,11 +55,12 @@ _WORDS = (
     "fixture pytest assertion failed passed config timeout retry backoff schema index query commit "
     "branch diff patch rename alias deprecate docker compose build deploy log trace error warning"
 ).split()
+_TOOLS = ["Read", "Read", "Edit", "Bash"]
 _FILES = ["src/auth/jwt.py", "src/api/routes.py", "tests/test_refresh.py", "pyproject.toml", "src/db/models.py"]
 
 
 def make_thread(count: int, seed: int) -> list[NewMessage]:
-    """A deterministic agent session: requests, tool calls with results, explanations."""
+    """A deterministic agent session: requests, tool calls and results as the Claude Code feed stores them."""
     rng = random.Random(seed)
     messages: list[NewMessage] = []
     call = 0
@@ -67,10 +72,19 @@ def make_thread(count: int, seed: int) -> list[NewMessage]:
         elif kind < 0.6 and len(messages) + 1 < count:
             call += 1
             call_id = f"call_{call}"
-            path = rng.choice(_FILES)
-            messages.append(NewMessage(role=Role.assistant, content=f"Reading {path}. {words}", tool_call_id=call_id))
+            tool = rng.choice(_TOOLS)
+            given = (
+                {"command": f"pytest -q {rng.choice(_FILES)}"} if tool == "Bash" else {"file_path": rng.choice(_FILES)}
+            )
+            if tool == "Edit":
+                given |= {"old_string": words[:40], "new_string": words[40:80]}
+            metadata = {"kind": "tool_use", "tool_name": tool}
+            call_text = f"{tool} {json.dumps(given)}"
+            messages.append(NewMessage(role=Role.assistant, content=call_text, tool_call_id=call_id, metadata=metadata))
             body = "\n".join(" ".join(rng.choices(_WORDS, k=10)) for _ in range(rng.randint(2, 20)))
-            messages.append(NewMessage(role=Role.tool, content=body, tool_call_id=call_id))
+            failed = {"is_error": True} if rng.random() < 0.1 else {}
+            result = {"kind": "tool_result", **failed}
+            messages.append(NewMessage(role=Role.tool, content=body, tool_call_id=call_id, metadata=result))
         else:
             messages.append(NewMessage(role=Role.assistant, content=words + "."))
     return [m.model_copy(update={"message_id": f"b{index}"}) for index, m in enumerate(messages)]
@@ -123,6 +137,16 @@ class Row:
     def store_ms_per_message(self) -> float:
         """The same without the summarizer's own time: what the engine and the store cost."""
         return 1000 * (self.compact_s - self.summarize_s) / max(self.compacted, 1)
+
+    @property
+    def append_ms_per_message(self) -> float:
+        """What appending cost per message: the yardstick compaction is held to."""
+        return 1000 * self.append_s / max(self.messages, 1)
+
+    @property
+    def append_ratio(self) -> float:
+        """Compaction cost per compacted message over append cost per appended message."""
+        return self.ms_per_message / self.append_ms_per_message if self.append_s else float("nan")
 
     @property
     def ratio(self) -> float:
@@ -214,19 +238,20 @@ def render(rows: list[Row], page: int, runs: int) -> Table:
         title=f"Compaction and expansion (extractive summarizer; expansion: median of {runs}, pages of {page})"
     )
     for column in (
-        "store", "messages", "append s", "compact s", "ms/msg", "store ms/msg", "summaries L1/L2/...",
-        "expanded", "expand ms", "raw read ms", "ratio",
-        f"<{COMPACTION_GOAL_MS:g} ms/msg", f"<{EXPANSION_GOAL_RATIO:g}x",
+        "store", "messages", "append s", "append ms/msg", "compact s", "ms/msg", "store ms/msg", "x append",
+        "summaries L1/L2/...", "expanded", "expand ms", "raw read ms", "ratio",
+        f"<{COMPACTION_GOAL_MS:g} ms/msg", f"<={APPEND_GOAL_RATIO:g}x append", f"<{EXPANSION_GOAL_RATIO:g}x",
     ):  # fmt: skip
         table.add_column(column, justify="left" if column in ("store", "summaries L1/L2/...", "expanded") else "right")
     for row in rows:
         levels = "/".join(str(count) for _, count in sorted(row.by_level.items()))
         expanded = f"L{row.target.level} x {row.target.message_count}" if row.target else "no L3+"
         table.add_row(
-            row.store, f"{row.messages:,}", f"{row.append_s:.1f}", f"{row.compact_s:.1f}",
-            f"{row.ms_per_message:.3f}", f"{row.store_ms_per_message:.3f}", levels, expanded,
+            row.store, f"{row.messages:,}", f"{row.append_s:.1f}", f"{row.append_ms_per_message:.3f}",
+            f"{row.compact_s:.1f}", f"{row.ms_per_message:.3f}", f"{row.store_ms_per_message:.3f}",
+            f"{row.append_ratio:.2f}", levels, expanded,
             f"{row.expand_ms:.1f}", f"{row.raw_ms:.1f}", f"{row.ratio:.2f}",
-            verdict(row.ms_per_message < COMPACTION_GOAL_MS),
+            verdict(row.ms_per_message < COMPACTION_GOAL_MS), verdict(row.append_ratio <= APPEND_GOAL_RATIO),
             verdict(row.ratio <= EXPANSION_GOAL_RATIO) if row.target else "-",
         )  # fmt: skip
     return table

@@ -1,125 +1,130 @@
-"""The deterministic summarizer: a structured checkpoint pulled out of the text itself.
+"""The deterministic summarizer: a checkpoint built from the session's own structure.
 
 It exists so that compaction works, and is tested, with no model and no network (the
 default), and so that there is always something to fall back on when the model fails.
-It writes the same checkpoint sections an LLM is asked for — objective, completed,
-current state, important files with the sentence that names them, failed attempts,
-decisions, open processes, next steps — by sorting sentences with patterns, then trims
-the sections until the text fits a budget well under its sources' tokens.
+It is what most users get, so it must be good on its own:
 
-Same input, same text: no randomness, no set iteration, no clock.
+- what was done comes from the tool calls (`palimpsest.scheduler.session_facts`): files
+  modified with how often, files read, commands with their exit status, failed calls
+  with the error's first line, the todo list; nothing is copied out of a file that was
+  only read, and no item holds raw tool-call JSON;
+- the objective is the user's own first request in the chunk (the last one is pinned
+  in next steps); decisions, next steps and what was completed come from the
+  assistant's own text, sorted by patterns;
+- a conversation without tools (people talking) gets an objective naming who talks,
+  when and about what, and its most informative sentences as dated events, relative
+  dates ("yesterday", "last year") resolved against the message's time;
+- "Expand for details about" names the identifiers, paths, error names and proper
+  nouns the checkpoint leaves out, never common words.
 
-Tiny sources are the one limit: a summary must be shorter in
-``palimpsest.graph_schema.identity.estimate_tokens`` than what it covers, and below about eight
-tokens of sources there is no room for a useful line. The draft is then the shortest
-clipped line that fits (empty text for a single-token source), and for sources of zero
-tokens nothing is shorter: the draft is empty and the caller must leave those sources
-uncovered.
+Escalated checkpoints merge their children's sections (`checkpoint_text.merge_checkpoints`).
+Same input, same text: no randomness, no set iteration, no clock. A summary is always
+shorter in ``estimate_tokens`` than its sources (invariant 6); below about eight tokens
+of sources the draft is the shortest clipped line that fits, and for sources of zero
+tokens it is empty and the caller leaves them uncovered.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
 
 from palimpsest.graph_schema.models import Message, Role, Summary
+from palimpsest.scheduler.checkpoint_text import (
+    EXPAND_PREFIX,
+    ITEM_CHARS,
+    SECTIONS,
+    Checkpoint,
+    fit,
+    merge_checkpoints,
+    parse_checkpoint,
+    render,
+    tidy,
+)
+from palimpsest.scheduler.session_facts import (
+    SessionFacts,
+    clip,
+    describe_change,
+    describe_command,
+    extract_facts,
+)
 from palimpsest.scheduler.summarizer import SummaryDraft
 
-#: The checkpoint's sections, in the order they are written.
-SECTIONS = (
-    "Objective",
-    "Completed",
-    "Current state",
-    "Important files",
-    "Failed attempts",
-    "Decisions",
-    "Open processes",
-    "Next steps",
-)
-#: Starts the last line, which names topics the checkpoint leaves out.
-EXPAND_PREFIX = "Expand for details about:"
+__all__ = [
+    "EXPAND_PREFIX",
+    "SECTIONS",
+    "ExtractiveSummarizer",
+    "extract_checkpoint",
+    "parse_checkpoint",
+    "target_tokens",
+]
 
 _MIN_TARGET = 256
-_MAX_TARGET = 1500
-_ITEM_CHARS = 200
-_REASON_CHARS = 120
-_SECTION_ITEMS = 6
-_FILE_ITEMS = 10
-_TOPICS = 8
-_TOPIC_CHARS = 48
-_SCAN_HEAD = 20000
-_SCAN_TAIL = 5000
-_FILE_SEPARATOR = " — "
+_MAX_TARGET = 1200
+_SCAN_CHARS = 8000
+_OBJECTIVE_CHARS = 260
+#: Latest assistant texts searched for a statement of where the work stands.
+_STATE_LOOKBACK = 3
 
-_EXTENSIONS = (
-    "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|yaml|yml|toml|ini|cfg|conf|md|rst|txt|csv|tsv|"
-    "sql|cypher|sh|bash|zsh|ps1|rs|go|java|kt|kts|swift|c|h|cc|cpp|hpp|cs|rb|php|html|htm|css|scss|"
-    "vue|svelte|lock|xml|proto|gradle|tf|mk|lua|scala|dart|ex|exs|erl|hs|ml|clj|log|patch|diff"
-)
-_PATH_RE = re.compile(
-    rf"(?<![\w@/.-])((?:~|\.{{1,2}})?/?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXTENSIONS}))(?![\w/])"
-    r"|\b(Dockerfile|Makefile|Procfile|Justfile|Gemfile|Jenkinsfile)\b"
-)
-_NOT_PATHS = re.compile(r"^(node|vue|next|nuxt|react|express|three|chart)\.js$", re.IGNORECASE)
-_URL_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _BULLET_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*•>]\s+|\d+[.)]\s+)+")
 _NEGATED_FAIL = re.compile(r"\b(?:0|no|zero|without) (?:errors?|failures?|failed)\b", re.IGNORECASE)
 _FAIL_WORDS = re.compile(
-    r"\b(?:failed|fails|failing|failure|doesn'?t work|does not work|didn'?t work|won'?t work|not working|"
-    r"broken|crash(?:es|ed)?|traceback|still red|regressed|error:)",
+    r"\b(?:failed|fails|failing|doesn'?t work|does not work|didn'?t work|won'?t work|not working|broken|"
+    r"crash(?:es|ed)?|still red|regressed)\b",
     re.IGNORECASE,
 )
-_ERROR_NAME = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b(?!\s+handling)")
-_TOOL_FAIL = re.compile(
-    r"^\s*(?:FAILED\b|ERROR\b|E\s+(?:\w+(?:Error|Exception)|assert)\b|fatal:|error(?:\[\w+\])?:|npm ERR!|panic:)"
-    r"|^[\w.]*[A-Z]\w*(?:Error|Exception)(?::|$)|\bfailed\b|command not found|No such file or directory|"
-    r"Permission denied",
-    re.IGNORECASE,
-)
-_TEST_STATE = re.compile(r"\b\d+ (?:passed|failed)\b|\b\d+ errors? in \d")
 _DECISION = re.compile(
-    r"\b(?:decision:|decided|we decide|let'?s use|let us use|we'?ll use|we will use|i'?ll use|going with|"
-    r"go with|chose|settled on|agreed|instead of|rather than)",
+    r"\b(?:decision:|decided|decide to|we decide|let'?s use|let'?s go with|we'?ll use|we will use|i'?ll use|"
+    r"going with|go with|chose|choose|settled on|agreed|instead of|rather than|better to|the fix is|"
+    r"the approach is|switch(?:ing)? to|prefer)\b",
     re.IGNORECASE,
 )
 _OPEN = re.compile(
-    r"\b(?:listening on|running on|serving on|server (?:is )?(?:running|started|up)|"
-    r"started (?:the |a )?[\w-]*\s?(?:server|process|job|daemon|watcher|worker)|in the background|"
-    r"background (?:job|process|task)|nohup|still running|in progress|pid[ :=]?\d+)\b",
-    re.IGNORECASE,
+    r"\b(?:listening on|running on|serving on|in the background|background (?:job|process|task)|still running|"
+    r"TODO|FIXME)\b"
 )
-_TODO = re.compile(r"\b(?:TODO|FIXME|WIP)\b")
 _NEXT = re.compile(
     r"\b(?:next(?: steps?)?:|next,? i|next step|then i'?ll|i'?ll now|now i'?ll|need to|needs to|still need|"
     r"remaining|left to do|to do:|plan:|going to)",
     re.IGNORECASE,
 )
 _DONE = re.compile(
-    r"\b(?:done|fixed|implemented|added|created|updated|refactored|removed|renamed|wrote|written|completed|"
-    r"resolved|merged|installed|configured|migrated|passes|passing|now works|works now|green)\b",
+    r"\b(?:done|fixed|implemented|added|created|updated|refactored|removed|renamed|wrote|completed|resolved|"
+    r"merged|installed|configured|migrated|passes|passing|now works|works now|green)\b",
     re.IGNORECASE,
 )
-_WORD_RE = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{3,}\b")
+_BACKTICKED = re.compile(r"`([^`\n]{3,40})`")
+_EDGE_PUNCTUATION = "\"'()[]{}<>,;:!?.`*"
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d,.:/]*")
+_SPEAKER_PREFIX = re.compile(r"^([A-Z][\w'.-]{0,20}(?: [A-Z][\w'.-]{0,20})?):\s")
 _STOPWORDS = frozenset(
     """
-    about above after again against also because been before being below between both could does doing down
-    during each from further have having here into itself just more most much must only other over same
-    should some such than that their them then there these they this those through under until very what
-    when where which while will with would your yours you'll i'll it's that's let's can't don't didn't
-    make sure tell know want need please thanks okay read first file files line lines true false none null
-    self return import class async await print test tests pass passed failed error done fixed added now
-    still what's check see like look used uses using onto well
+    a about above after again against all also am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her here
+    hers him his how i if in into is it its itself just me more most much must my no nor not now of off on once
+    only or other our out over own same she should so some such than that the their them then there these they
+    this those through to too under until up very was we were what when where which while who whom why will with
+    would you your yours yes yeah oh hey hi hello wow thanks thank really so very much lot lots great good nice
+    awesome amazing cool glad love like just totally definitely always never something anything everything thing
+    things stuff really pretty kind sure okay ok well also still even though since maybe way ways lot time times
+    make makes made get gets got going gonna want wanted know knew think thought feel feels felt see saw look
+    looking say said tell told let lets can't don't didn't i'm it's that's you're i've i'll we're they're there's
+    what's let's isn't wasn't aren't couldn't wouldn't doesn't haven't hasn't ever one two new day days year
+    years today yesterday tomorrow week weeks month months
     """.split()
 )
-_HEADING_RE = re.compile(
-    r"^\s*#{0,6}\s*\*{0,2}\s*(" + "|".join(SECTIONS) + r")\s*\*{0,2}\s*(?::\s*\*{0,2}\s*(.*))?$",
+_MONTHS = "January February March April May June July August September October November December".split()
+_WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "few": 3}
+_RELATIVE = re.compile(
+    r"\b(yesterday|last night|today|tonight|this morning|last (?:week|weekend|month|year|" + "|".join(_WEEKDAYS) + r")|"
+    r"next (?:week|month|year)|this (?:week|month|year)|(\d+|a|an|one|two|three|four|five|six|few) "
+    r"(day|week|month|year)s? ago)\b",
     re.IGNORECASE,
 )
-_NONE_ITEM = re.compile(r"^\(?(?:none|n/a|nothing)\)?\.?$", re.IGNORECASE)
-_DROP_FRONT = ("Completed", "Failed attempts", "Decisions", "Open processes", "Next steps")
 
 
 def target_tokens(source_tokens: int, level: int) -> int:
@@ -127,38 +132,16 @@ def target_tokens(source_tokens: int, level: int) -> int:
 
     Why these numbers: a third of the messages (half of already condensed summaries)
     keeps the gist, a floor keeps room for the sections on short chunks, a ceiling
-    stops a 20,000-token chunk from becoming a 7,000-token summary, and the result is
-    always below the sources (invariant 6). Zero or less when the sources are too small
-    for any text to be shorter.
+    keeps a 20,000-token chunk from becoming a long summary that crowds the context,
+    and the result is always below the sources (invariant 6). Zero or less when the
+    sources are too small for any text to be shorter.
     """
     ratio = 3 if level <= 1 else 2
     return min(source_tokens - 1, max(_MIN_TARGET, min(_MAX_TARGET, source_tokens // ratio)))
 
 
-def clip(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars`` characters, an ellipsis marking the cut."""
-    text = " ".join(text.split())
-    if len(text) <= max_chars:
-        return text
-    if max_chars <= 0:
-        return ""
-    return text[: max_chars - 1].rstrip() + "…"
-
-
-@dataclass
-class Checkpoint:
-    """The sections of one checkpoint as lists of items, before it is fitted and written."""
-
-    sections: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in SECTIONS})
-    topics: list[str] = field(default_factory=list)
-    #: Items at the front of "Next steps" that fitting keeps longest (the last user request).
-    pinned_next: int = 0
-    #: The first sentence of the sources: the one-line checkpoint when nothing else fits.
-    lead: str = ""
-
-
 class ExtractiveSummarizer:
-    """Writes checkpoints by extraction: deterministic, offline, always shorter than its sources."""
+    """Writes checkpoints from structure and extraction: deterministic, offline, always shorter than its sources."""
 
     name = "extractive"
 
@@ -168,103 +151,113 @@ class ExtractiveSummarizer:
         Why never raising: it is the fallback of every other summarizer, so it must
         produce a draft for any content (see the module docstring for tiny sources).
         """
-        source_tokens = sum(message.tokens for message in messages)
-        checkpoint = extract_checkpoint(messages)
-        return SummaryDraft(text=fit(checkpoint, target_tokens(source_tokens, 1)), summarizer=self.name)
+        budget = target_tokens(sum(message.tokens for message in messages), 1)
+        return SummaryDraft(text=fit(extract_checkpoint(messages, budget), budget), summarizer=self.name)
 
     async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
         """A level-``level`` checkpoint merging its children's sections, fitted under budget."""
-        source_tokens = sum(summary.tokens for summary in summaries)
+        budget = target_tokens(sum(summary.tokens for summary in summaries), level)
         checkpoint = merge_checkpoints([parse_checkpoint(summary.text) for summary in summaries])
-        return SummaryDraft(text=fit(checkpoint, target_tokens(source_tokens, level)), summarizer=self.name)
+        return SummaryDraft(text=fit(checkpoint, budget), summarizer=self.name)
 
 
-# -- extraction from messages ------------------------------------------------------------
+def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TARGET) -> Checkpoint:
+    """The checkpoint of a run of messages: structural facts first, then the conversation's own words.
 
-
-@dataclass
-class _Unit:
-    """One sentence (chat) or one line (tool output) of one message."""
-
-    text: str
-    role: Role
-
-
-def extract_checkpoint(messages: Sequence[Message]) -> Checkpoint:
-    """Sort the sentences of ``messages`` into checkpoint sections.
-
-    Each sentence lands in at most one of failed attempts, decisions, open processes,
-    next steps and completed (in that order of precedence); objective, current state
-    and the last request are taken from the first and last turns.
+    ``budget_tokens`` only bounds how many events a conversation without tools keeps;
+    `fit` enforces the budget on the whole.
     """
+    facts = extract_facts(messages)
     checkpoint = Checkpoint()
     sections = checkpoint.sections
-    units_by_message = [list(_units(message)) for message in messages]
-    users = [index for index, units in enumerate(units_by_message) if units and units[0].role == Role.user]
-    objective_source = users[0] if users else None
-    if objective_source is not None:
-        sections["Objective"].append(" ".join(unit.text for unit in units_by_message[objective_source][:3]))
-    checkpoint.lead = next((u[0].text for u in units_by_message if u and u[0].role != Role.system), "")
-    test_state: str | None = None
-    for units in units_by_message:
-        for unit in units:
-            if unit.role == Role.system:
-                continue
-            if unit.role == Role.tool:
-                if _TEST_STATE.search(unit.text):
-                    test_state = unit.text.strip(" =")
-                    continue
-                if _TOOL_FAIL.search(unit.text) and not _NEGATED_FAIL.search(unit.text):
-                    sections["Failed attempts"].append(unit.text)
-                elif _OPEN.search(unit.text) or _TODO.search(unit.text):
-                    sections["Open processes"].append(unit.text)
-                continue
-            section = _classify(unit)
-            if section is not None:
-                sections[section].append(unit.text)
-    sections["Current state"] += _current_state(units_by_message)
-    if test_state is not None:
-        sections["Current state"].append(f"Tests: {test_state}")
-    if users and users[-1] != objective_source:
-        last_request = " ".join(unit.text for unit in units_by_message[users[-1]][:3])
-        sections["Next steps"].insert(0, f"Last request: {last_request}")
-        checkpoint.pinned_next = 1
-    files = _important_files(messages, units_by_message)
-    sections["Important files"] = files[:_FILE_ITEMS]
-    checkpoint.topics = [item.split(_FILE_SEPARATOR)[0] for item in files[_FILE_ITEMS:]]
-    checkpoint.topics += _frequent_terms(
-        unit.text for units in units_by_message for unit in units if unit.role != Role.system
-    )
-    _tidy(checkpoint)
+    talk = [m for m in messages if m.id not in facts.structural_ids and m.role != Role.system and m.content.strip()]
+    speakers = _speakers(talk)
+    _objective(checkpoint, facts, talk, speakers)
+    _from_facts(checkpoint, facts)
+    people_talking = facts.tool_calls == 0 and _named(talk, speakers)
+    for message in [] if people_talking else talk:
+        if message.role == Role.assistant:
+            thinking = message.metadata.get("kind") == "thinking"
+            for sentence in _sentences(message.content):
+                section = _classify(sentence)
+                if section is not None and (not thinking or section == "Decisions"):
+                    sections[section].append(sentence)
+    if not people_talking:
+        sections["Current state"] = _current_state(talk) + sections["Current state"]
+    checkpoint.lead = next((_first_sentence(m.content) for m in talk), "")
+    checkpoint.topics = _topics(facts, talk, speakers)
+    tidy(checkpoint)
+    if not facts.structural_ids and talk:
+        room = 4 * budget_tokens - len(render(checkpoint)) - 40
+        sections["Events"] = _events(talk, speakers, room)
     return checkpoint
 
 
-def _current_state(units_by_message: Sequence[Sequence[_Unit]]) -> list[str]:
-    """Where the work stands: the latest assistant turn that says more than what comes next."""
-    for units in reversed(units_by_message):
-        if units and units[0].role == Role.assistant:
-            said = [unit.text for unit in units if _classify(unit) != "Next steps"]
+def _objective(checkpoint: Checkpoint, facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> None:
+    """The user's first request (the last one pinned in next steps), or who talks about what."""
+    sections = checkpoint.sections
+    requests = facts.requests
+    if facts.tool_calls == 0 and _named(talk, speakers):
+        first, last = talk[0].created_at, talk[-1].created_at
+        when = _day(first) if first.date() == last.date() else f"{_day(first)} to {_day(last)}"
+        about = _chat_topics(talk, speakers)
+        people = " and ".join(speakers) if len(speakers) <= 3 else ", ".join(speakers)
+        sections["Objective"].append(f"{people} talk on {when}" + (f" about {', '.join(about)}" if about else ""))
+        return
+    if requests:
+        sections["Objective"].append(clip(_first_sentences(requests[0]), _OBJECTIVE_CHARS))
+        if len(requests) > 1 and requests[-1] != requests[0]:
+            sections["Next steps"].insert(0, "Last request: " + clip(_first_sentences(requests[-1]), _OBJECTIVE_CHARS))
+            checkpoint.pinned_next = 1
+        return
+    work = list(facts.modified)[:3] or [run.command for run in list(facts.commands.values())[:2]]
+    if work:
+        sections["Objective"].append("No new request here; work continues on " + ", ".join(work))
+    elif talk:
+        sections["Objective"].append("No new request here; " + clip(_first_sentence(talk[0].content), 200))
+
+
+def _named(talk: Sequence[Message], speakers: list[str]) -> bool:
+    """Whether people with names talk here (a chat between people rather than with an agent)."""
+    return bool(talk) and (len(speakers) >= 2 or any(m.metadata.get("speaker") for m in talk))
+
+
+def _from_facts(checkpoint: Checkpoint, facts: SessionFacts) -> None:
+    """The sections the tool calls fill by themselves."""
+    sections = checkpoint.sections
+    sections["Files modified"] = [describe_change(path, change) for path, change in facts.modified.items()]
+    sections["Files read"] = [path for path in facts.read if path not in facts.modified]
+    sections["Commands"] = [describe_command(run) for run in facts.commands.values()]
+    sections["Failed attempts"] = [f"{failure.what}: {failure.error}" for failure in facts.failures]
+    sections["Open processes"] = [f"{command} started in the background" for command in facts.background]
+    sections["Completed"] = [f"Todo done: {item}" for item in facts.todo_done]
+    sections["Next steps"] += [f"Todo: {item}" for item in facts.todo_open]
+    if facts.test_state:
+        sections["Current state"].append(f"Tests: {facts.test_state}")
+
+
+def _current_state(talk: Sequence[Message]) -> list[str]:
+    """Where the work stands: what the latest assistant texts say beyond completed work, failures and plans."""
+    looked = 0
+    for message in reversed(talk):
+        if message.role == Role.assistant and message.metadata.get("kind") in (None, "text"):
+            said = [sentence for sentence in _sentences(message.content) if _classify(sentence) is None]
             if said:
                 return [" ".join(said[:2])]
+            looked += 1
+            if looked == _STATE_LOOKBACK:
+                break
     return []
 
 
-def _units(message: Message) -> Iterator[_Unit]:
-    """The sentences of a chat message outside code fences, or the lines of a tool result."""
-    content = message.content
-    if len(content) > _SCAN_HEAD + _SCAN_TAIL:
-        content = content[:_SCAN_HEAD] + "\n" + content[-_SCAN_TAIL:]
+def _sentences(content: str) -> Iterator[str]:
+    """The sentences of a message outside code fences, bullets stripped, short ones joined to the next."""
     in_fence = False
-    for raw in content.splitlines():
+    for raw in content[:_SCAN_CHARS].splitlines():
         if raw.lstrip().startswith("```"):
             in_fence = not in_fence
             continue
-        if message.role == Role.tool:
-            line = raw.strip()
-            if line:
-                yield _Unit(clip(line, _ITEM_CHARS), message.role)
-            continue
-        if in_fence:
+        if in_fence or not raw.strip() or raw.lstrip().startswith("|"):
             continue
         pending = ""
         for sentence in _SENTENCE_RE.split(_BULLET_RE.sub("", raw).strip()):
@@ -273,260 +266,214 @@ def _units(message: Message) -> Iterator[_Unit]:
                 pending = sentence  # "Done." carries no facts alone: join it to what follows
                 continue
             pending = ""
-            yield _Unit(clip(sentence, _ITEM_CHARS), message.role)
+            yield clip(sentence, ITEM_CHARS)
         if len(pending) >= 3:
-            yield _Unit(pending, message.role)
+            yield pending
 
 
-def _classify(unit: _Unit) -> str | None:
-    """The section a chat sentence belongs to, or None when it is none of them."""
-    text = unit.text
-    if not _NEGATED_FAIL.search(text) and (_FAIL_WORDS.search(text) or _ERROR_NAME.search(text)):
+def _first_sentence(content: str) -> str:
+    return next(_sentences(content), clip(content, 200))
+
+
+def _first_sentences(content: str) -> str:
+    return " ".join(list(_sentences(content))[:2]) or clip(content, _OBJECTIVE_CHARS)
+
+
+def _classify(sentence: str) -> str | None:
+    """The section an assistant sentence belongs to, or None when it is none of them."""
+    if not _NEGATED_FAIL.search(sentence) and _FAIL_WORDS.search(sentence):
         return "Failed attempts"
-    if _DECISION.search(text):
+    if _DECISION.search(sentence):
         return "Decisions"
-    if _OPEN.search(text) or _TODO.search(text):
+    if _OPEN.search(sentence):
         return "Open processes"
-    if _NEXT.search(text):
+    if _NEXT.search(sentence):
         return "Next steps"
-    if unit.role == Role.assistant and _DONE.search(text):
+    if _DONE.search(sentence):
         return "Completed"
     return None
 
 
-def _paths(text: str) -> list[str]:
-    """File paths named in ``text``, in order of appearance, URLs left out."""
-    found = []
-    for match in _PATH_RE.finditer(_URL_RE.sub(" ", text)):
-        path = match.group(1) or match.group(2)
-        if path.startswith(("a/", "b/")):
-            path = path[2:]  # git diff's old/new prefixes
-        if not _NOT_PATHS.match(path):
-            found.append(path)
+# -- what the checkpoint leaves out, and conversations without tools ----------------------------
+
+
+def _topics(facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> list[str]:
+    """Identifiers, paths, error names and proper nouns of the chunk, most frequent first.
+
+    Only from what the people and the assistant wrote and from the failed calls' errors,
+    never from the output of a file that was read. A word counts when its shape says it
+    is technical (a path, ``snake_case``, ``dotted.name``, ``CamelCase``, ``SomeError``,
+    a backticked span); plain words never do, however frequent.
+    """
+    counts: Counter[str] = Counter()
+    texts: list[str] = [m.content[:_SCAN_CHARS] for m in talk if m.metadata.get("kind") != "thinking"]
+    texts += [failure.error for failure in facts.failures]
+    for text in texts:
+        for span in _BACKTICKED.findall(text):
+            counts[span] += 1
+        for raw in text.split():
+            word = raw.strip(_EDGE_PUNCTUATION)
+            if 3 <= len(word) <= 60 and "`" not in word and _technical(word):
+                counts[word] += 1
+    if not facts.structural_ids:
+        for term in _proper_nouns(talk, speakers):
+            counts[term] += 1
+    counts.update(facts.read[10:])
+    ranked = sorted(counts, key=lambda term: -counts[term])  # stable: first appearance breaks ties
+    return ranked[:24]
+
+
+def _technical(word: str) -> bool:
+    """Whether a word's shape marks it as an identifier, a path or an error name."""
+    rest = word[1:]
+    if rest.islower() and word.isalpha():
+        return False  # the common case, decided first: a plain word
+    lower = word.lower()
+    if "://" in word or lower in _STOPWORDS or word[0].isdigit() or lower in ("e.g", "i.e"):
+        return False
+    if "/" in word or "_" in word.strip("_"):
+        return any(c.isalpha() for c in word)
+    if "." in word.strip("."):
+        head, _, tail = word.rpartition(".")
+        return head[:1].isalpha() and tail[:1].isalpha() and not word.endswith("...")
+    return word[0].isalpha() and rest != rest.lower() and word != word.upper()
+
+
+def _speakers(talk: Sequence[Message]) -> list[str]:
+    """Who talks, in order of first words: metadata ``speaker``, a ``Name:`` prefix, else nobody named."""
+    found: list[str] = []
+    for message in talk:
+        name = message.metadata.get("speaker")
+        if not isinstance(name, str):
+            match = _SPEAKER_PREFIX.match(message.content)
+            name = match.group(1) if match else None
+        if name and name not in found:
+            found.append(name)
     return found
 
 
-def _important_files(messages: Sequence[Message], units_by_message: Sequence[Sequence[_Unit]]) -> list[str]:
-    """``path — reason`` items, most mentioned first; the reason is a sentence naming the path.
+def _speaker(message: Message) -> str:
+    name = message.metadata.get("speaker")
+    if isinstance(name, str):
+        return name
+    match = _SPEAKER_PREFIX.match(message.content)
+    return match.group(1) if match else message.role.value.capitalize()
 
-    A sentence from the user or the assistant that says more than the path itself is
-    preferred to a line of tool output.
+
+def _proper_nouns(talk: Sequence[Message], speakers: list[str]) -> Iterator[str]:
+    """Capitalised words inside sentences (not their first word), speakers and months left out."""
+    skip = {*speakers, "I", *_MONTHS, *_WEEKDAYS}
+    for message in talk:
+        for sentence in _sentences(_SPEAKER_PREFIX.sub("", message.content)):
+            words = sentence.split()
+            for word in words[1:]:
+                word = word.strip(".,!?;:\"'()[]")
+                if len(word) > 2 and word[0].isupper() and word not in skip and word.lower() not in _STOPWORDS:
+                    yield word
+
+
+def _chat_topics(talk: Sequence[Message], speakers: list[str]) -> list[str]:
+    """The few words a conversation keeps coming back to: proper nouns, then repeated content words."""
+    counts: Counter[str] = Counter(_proper_nouns(talk, speakers))
+    lowered = {name.lower() for name in speakers}
+    for message in talk:
+        for word in _WORD_RE.findall(message.content):
+            key = word.lower()
+            if len(key) >= 5 and key not in _STOPWORDS and key not in lowered and not key[0].isdigit():
+                counts[key] += 1
+    frequent = [term for term in counts if counts[term] >= 2]
+    return sorted(frequent, key=lambda term: -counts[term])[:5]
+
+
+def _events(talk: Sequence[Message], speakers: list[str], room: int) -> list[str]:
+    """The most informative sentences within ``room`` characters, in time order, dates resolved.
+
+    A sentence is worth its proper nouns, numbers, dates and content words per
+    character; questions and small talk are worth little. The chosen sentences of one
+    message share one line, ``Speaker: ...``.
     """
-    mentions: Counter[str] = Counter()
-    reasons: dict[str, tuple[int, str]] = {}
-    for message, units in zip(messages, units_by_message, strict=True):
-        if message.role == Role.system:
+    skip = {*speakers, "I"}
+    scored: list[tuple[float, int, int, str]] = []
+    for index, message in enumerate(talk):
+        text = _SPEAKER_PREFIX.sub("", message.content)
+        for position, sentence in enumerate(_sentences(text)):
+            score = _worth(sentence, skip)
+            if score > 0:
+                dated = _resolve_dates(sentence, message.created_at)
+                scored.append((score / (len(dated) + 30), index, position, dated))
+    chosen: dict[int, list[tuple[int, str]]] = {}
+    used = 0
+    for _, index, position, sentence in sorted(scored, key=lambda item: (-item[0], item[1], item[2])):
+        cost = len(sentence) + 1 + (0 if index in chosen else len(_speaker(talk[index])) + 4)
+        if used + cost > room:
             continue
-        named = [value for value in message.metadata.values() if isinstance(value, str)]
-        for path in dict.fromkeys(path for text in [message.content[:_SCAN_HEAD], *named] for path in _paths(text)):
-            mentions[path] += 1
-        for unit in units:
-            for path in _paths(unit.text):
-                rest = len(unit.text.replace(path, "").strip(" .,:;`'\"")) >= 20
-                rank = (0 if unit.role != Role.tool else 2) + (0 if rest else 1)
-                if path not in reasons or rank < reasons[path][0]:
-                    reasons[path] = (rank, unit.text)
-    ordered = sorted(mentions, key=lambda path: -mentions[path])  # stable: first appearance breaks ties
-    # A reason that only repeats the path ("Reading a.py.") is left out.
+        used += cost
+        chosen.setdefault(index, []).append((position, sentence))
     return [
-        f"{path}{_FILE_SEPARATOR}{clip(reasons[path][1], _REASON_CHARS)}"
-        if path in reasons and reasons[path][0] % 2 == 0
-        else path
-        for path in ordered
+        f"{_speaker(talk[index])}: " + " ".join(sentence for _, sentence in sorted(chosen[index]))
+        for index in sorted(chosen)
     ]
 
 
-def _frequent_terms(texts: Iterator[str]) -> list[str]:
-    """Words used at least twice, identifiers weighted up: candidates for the expand line."""
-    counts: Counter[str] = Counter()
-    spelling: dict[str, str] = {}
-    for text in texts:
-        for word in _WORD_RE.findall(text):
-            key = word.lower()
-            if key not in _STOPWORDS and not key.isdigit():
-                counts[key] += 1
-                spelling.setdefault(key, word)
-
-    def weight(key: str) -> int:
-        word = spelling[key]
-        technical = "_" in word or any(c.isdigit() for c in word) or any(c.isupper() for c in word[1:])
-        return counts[key] * (3 if technical else 1)
-
-    frequent = [key for key in counts if counts[key] >= 2]
-    return [spelling[key] for key in sorted(frequent, key=lambda key: -weight(key))[: 3 * _TOPICS]]
+def _worth(sentence: str, skip: Iterable[str]) -> float:
+    words = _WORD_RE.findall(sentence)
+    content = [w for w in words if len(w) >= 4 and w.lower() not in _STOPWORDS]
+    if len(content) < 2:
+        return 0.0
+    names = {*skip}
+    proper = sum(1 for w in words[1:] if w[0].isupper() and w not in names and w.lower() not in _STOPWORDS)
+    numbers = sum(1 for w in words if w[0].isdigit())
+    dated = 3 if _RELATIVE.search(sentence) or any(m in words for m in _MONTHS) else 0
+    score = 2.0 * proper + 2.0 * numbers + dated + len(content)
+    return score * (0.4 if sentence.rstrip().endswith("?") else 1.0)
 
 
-def _tidy(checkpoint: Checkpoint) -> None:
-    """Drop duplicates and keep each section to its size, moving dropped paths to topics."""
-    for name, items in checkpoint.sections.items():
-        first_seen: dict[str, str] = {}
-        for item in items:
-            first_seen.setdefault(_key(item), item)
-        unique = list(first_seen.values())
-        if name == "Important files":
-            limit, keep = _FILE_ITEMS, unique[:_FILE_ITEMS]
+def _day(moment: datetime) -> str:
+    return f"{moment.day} {_MONTHS[moment.month - 1]} {moment.year}"
+
+
+def _month(year: int, month: int) -> str:
+    while month < 1:
+        year, month = year - 1, month + 12
+    while month > 12:
+        year, month = year + 1, month - 12
+    return f"{_MONTHS[month - 1]} {year}"
+
+
+def _resolve_dates(sentence: str, said_at: datetime) -> str:
+    """``yesterday`` → ``yesterday (7 May 2023)``: relative dates made absolute from when they were said."""
+
+    def absolute(match: re.Match[str]) -> str:
+        phrase = match.group(0)
+        lowered = phrase.lower()
+        if lowered in ("yesterday", "last night"):
+            when = _day(said_at - timedelta(days=1))
+        elif lowered in ("today", "tonight", "this morning"):
+            when = _day(said_at)
+        elif lowered in ("last week", "last weekend"):
+            when = f"the {lowered.split()[1]} before {_day(said_at)}"
+        elif lowered.startswith("last ") and lowered[5:].capitalize() in _WEEKDAYS:
+            when = f"the {lowered[5:].capitalize()} before {_day(said_at)}"
+        elif lowered == "last month":
+            when = _month(said_at.year, said_at.month - 1)
+        elif lowered == "this month":
+            when = _month(said_at.year, said_at.month)
+        elif lowered == "next month":
+            when = _month(said_at.year, said_at.month + 1)
+        elif lowered in ("last year", "this year", "next year"):
+            when = str(said_at.year + {"last": -1, "this": 0, "next": 1}[lowered.split()[0]])
+        elif lowered in ("this week", "next week"):
+            when = f"the week {'of' if lowered.startswith('this') else 'after'} {_day(said_at)}"
         else:
-            limit = _SECTION_ITEMS + (checkpoint.pinned_next if name == "Next steps" else 0)
-            keep = _shrink(unique, limit, front=name in _DROP_FRONT, pinned=_pinned(checkpoint, name))
-        checkpoint.sections[name] = [clip(item, _ITEM_CHARS) for item in keep]
-        for item in unique:
-            if item not in keep:
-                checkpoint.topics[:0] = _paths(item)[:1]
-    checkpoint.topics = list(dict.fromkeys(topic for topic in checkpoint.topics if topic))
+            amount = match.group(2).lower()
+            count = int(amount) if amount.isdigit() else _NUMBER_WORDS.get(amount, 1)
+            unit = match.group(3).lower()
+            if unit == "year":
+                when = str(said_at.year - count)
+            elif unit == "month":
+                when = _month(said_at.year, said_at.month - count)
+            else:
+                when = _day(said_at - timedelta(days=count * (7 if unit == "week" else 1)))
+        return f"{phrase} ({when})"
 
-
-def _pinned(checkpoint: Checkpoint, name: str) -> int:
-    return checkpoint.pinned_next if name == "Next steps" else 0
-
-
-def _shrink(items: list[str], limit: int, *, front: bool, pinned: int) -> list[str]:
-    """At most ``limit`` items, dropping the oldest (``front``) or the least important."""
-    if len(items) <= limit:
-        return items
-    if front:
-        return items[:pinned] + items[len(items) - (limit - pinned) :]
-    return items[:limit]
-
-
-def _key(item: str) -> str:
-    return " ".join(re.sub(r"\W+", " ", item.lower()).split())
-
-
-# -- merging summaries -----------------------------------------------------------------
-
-
-def parse_checkpoint(text: str) -> Checkpoint:
-    """Read a checkpoint back into sections, whoever wrote it.
-
-    Tolerant on purpose: LLM checkpoints vary headings (``## Objective``, ``**Decisions:**``,
-    ``Next steps: ...``); the lines of a text without headings (a one-line checkpoint)
-    are read as what it completed, the first also kept as its lead.
-    """
-    checkpoint = Checkpoint()
-    current: str | None = None
-    loose: list[str] = []
-    canonical = {name.lower(): name for name in SECTIONS}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line.lower().startswith(EXPAND_PREFIX.lower()):
-            topics = line[len(EXPAND_PREFIX) :].strip().rstrip(".")
-            checkpoint.topics += [topic.strip() for topic in topics.split(",") if topic.strip()]
-            continue
-        heading = _HEADING_RE.match(line)
-        if heading:
-            current = canonical[heading.group(1).lower()]
-            line = heading.group(2) or ""
-            if not line.strip():
-                continue
-        item = _BULLET_RE.sub("", line).strip()
-        if not item or _NONE_ITEM.match(item):
-            continue
-        if current is None:
-            loose.append(item)
-        else:
-            checkpoint.sections[current].append(item)
-    if loose:
-        if not any(checkpoint.sections.values()):
-            loose[0] = checkpoint.lead = re.sub(r"^checkpoint:\s*", "", loose[0], flags=re.IGNORECASE)
-        checkpoint.sections["Completed"][:0] = loose
-    return checkpoint
-
-
-def merge_checkpoints(children: Sequence[Checkpoint]) -> Checkpoint:
-    """One checkpoint over several consecutive ones, oldest first.
-
-    The objective is the first child's; current state and next steps are the latest
-    child's that has any (the most recent state wins); the other sections are the
-    children's items in order, deduplicated; files are merged by path, the ones most
-    children mention first.
-    """
-    merged = Checkpoint(lead=next((child.lead for child in children if child.lead), ""))
-    sections = merged.sections
-    sections["Objective"] = next((c.sections["Objective"][:1] for c in children if c.sections["Objective"]), [])
-    for name in ("Current state", "Next steps"):
-        sections[name] = next((c.sections[name] for c in reversed(children) if c.sections[name]), [])
-    for name in ("Completed", "Failed attempts", "Decisions", "Open processes"):
-        sections[name] = [item for child in children for item in child.sections[name]]
-    mentions: Counter[str] = Counter()
-    first_item: dict[str, str] = {}
-    for child in children:
-        for item in child.sections["Important files"]:
-            found = _paths(item)
-            path = found[0] if found else item.split(_FILE_SEPARATOR)[0]
-            mentions[path] += 1
-            first_item.setdefault(path, item)
-    files = [first_item[path] for path in sorted(mentions, key=lambda path: -mentions[path])]
-    sections["Important files"] = files
-    merged.topics = [path for item in files[_FILE_ITEMS:] for path in _paths(item)[:1]]
-    merged.topics += [topic for child in children for topic in child.topics]
-    merged.topics += _frequent_terms(item for child in children for items in child.sections.values() for item in items)
-    _tidy(merged)
-    return merged
-
-
-# -- fitting the budget ----------------------------------------------------------------
-
-
-def render(checkpoint: Checkpoint, *, keep_empty: bool = True) -> str:
-    """The checkpoint as text: one ``## Section`` heading and ``- item`` lines per section.
-
-    The last line names topics not already in the text, so an agent knows what
-    ``expand`` would bring back.
-    """
-    lines: list[str] = []
-    for name in SECTIONS:
-        items = checkpoint.sections[name]
-        if not items and not keep_empty:
-            continue
-        lines.append(f"## {name}")
-        lines += [f"- {item}" for item in items] if items else ["- none"]
-    body = "\n".join(lines)
-    lowered = body.lower()
-    topics = list(dict.fromkeys(clip(t, _TOPIC_CHARS) for t in checkpoint.topics if t.lower() not in lowered))
-    topics = topics[:_TOPICS]
-    if topics:
-        body = f"{body}\n{EXPAND_PREFIX} {', '.join(topics)}" if body else f"{EXPAND_PREFIX} {', '.join(topics)}"
-    return body
-
-
-def fit(checkpoint: Checkpoint, budget_tokens: int) -> str:
-    """The longest rendering of ``checkpoint`` within ``budget_tokens`` (estimate_tokens).
-
-    Empty sections go first, then items one at a time from the fullest section (its
-    oldest item for chronological sections, its least important otherwise; file
-    reasons before files), so that every section keeps its best item longest; dropped
-    file paths joining the expand line; when only the objective is left and still too
-    long, a single clipped line. A budget below one token gives empty text.
-    """
-    max_chars = 4 * budget_tokens
-    text = render(checkpoint)
-    if len(text) <= max_chars:
-        return text
-    sections = {name: list(items) for name, items in checkpoint.sections.items()}
-    trimmed = Checkpoint(
-        sections=sections, topics=list(checkpoint.topics), pinned_next=checkpoint.pinned_next, lead=checkpoint.lead
-    )
-    while True:
-        text = render(trimmed, keep_empty=False)
-        if len(text) <= max_chars:
-            return text
-        droppable = [name for name in SECTIONS[1:] if sections[name]]
-        if not droppable:
-            break
-        # The section with the most items gives one up: each keeps its best items longest.
-        name = max(droppable, key=lambda n: (len(sections[n]), sum(len(item) for item in sections[n])))
-        items = sections[name]
-        with_reason = [i for i, item in enumerate(items) if _FILE_SEPARATOR in item]
-        if name == "Important files" and with_reason:
-            # A file keeps its path longer than its reason.
-            items[with_reason[-1]] = items[with_reason[-1]].split(_FILE_SEPARATOR)[0]
-            continue
-        # Chronological sections lose their oldest item, but pinned items (the last request) go last.
-        index = min(_pinned(trimmed, name), len(items) - 1) if name in _DROP_FRONT else len(items) - 1
-        trimmed.topics[:0] = _paths(items.pop(index))[:1]
-        if name == "Next steps":
-            trimmed.pinned_next = min(trimmed.pinned_next, len(items))
-    first_item = next((items[0] for items in checkpoint.sections.values() if items), checkpoint.lead)
-    return clip(f"Checkpoint: {first_item or 'no text'}", max_chars)
+    return _RELATIVE.sub(absolute, sentence)

@@ -20,6 +20,7 @@ from typing import Any
 
 import mcp_types
 import pytest
+from agent_sessions import claude_code_lines, parsed_messages
 from conftest import store_uri, wipe_neo4j
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
@@ -338,6 +339,81 @@ def test_random_threads_and_budgets(backend: str, tmp_path: Path) -> None:
 # -- the MCP tool and the command line ---------------------------------------------------
 
 
+# -- pruning before dropping ---------------------------------------------------------------
+
+
+async def coding_session(store: MemoryStore, tmp_path: Path, thread_id: str = "t-coding", count: int = 600) -> None:
+    """About ``count`` messages of a Claude Code session through the real parser, compacted with the defaults."""
+    lines, _ = claude_code_lines(count // 9, seed=14, session=thread_id)
+    messages = parsed_messages(lines, tmp_path / "session.jsonl", "claude")[:count]
+    assert len(messages) == count
+    for offset in range(0, count, 200):
+        await store.append_messages(PARTITION, thread_id, messages[offset : offset + 200])
+    result = await compact_thread(store, PARTITION, thread_id, CompactionSettings(), ExtractiveSummarizer())
+    assert result.status == "compacted" and result.escalations > 0
+
+
+def accounted(result: AssembledContext, frontier_ids: list[str]) -> None:
+    """Every frontier item is shown or named in ``pruned`` by id."""
+    shown = {node_id for found in result.sections for node_id in found.ids}
+    named = {node_id for found in result.pruned if found.name in ("recent", "summaries") for node_id in found.ids}
+    assert set(frontier_ids) <= shown | named
+    assert all(found.count == len(found.ids) for found in result.pruned if found.name in ("recent", "summaries"))
+
+
+async def test_a_long_session_keeps_its_start_within_a_small_budget(store: MemoryStore, tmp_path: Path) -> None:
+    await coding_session(store, tmp_path)
+    frontier = await store.frontier(PARTITION, "t-coding")
+    first_seq, last_seq = min(item.first_seq for item in frontier), max(item.last_seq for item in frontier)
+    result = await assemble_context(store, "t-coding", partition=PARTITION, budget_tokens=2500)
+    check_invariants(result, 2500)
+    summaries = [await store.get_summary(PARTITION, summary_id) for summary_id in section(result, "summaries")]
+    assert summaries and summaries[0].first_seq == first_seq, "the start of the session is summarized"
+    assert (result.first_seq, result.last_seq) == (first_seq, last_seq)
+    assert section(result, "recent")[-1] == frontier[-1].id
+    for summary in summaries:
+        assert '{"' not in summary.text and "TODO: Add description" not in summary.text
+        assert "## Objective" in summary.text
+    accounted(result, [item.id for item in frontier])
+    for budget in (2000, 3000, 6000, 12_000):
+        wider = await assemble_context(store, "t-coding", partition=PARTITION, budget_tokens=budget)
+        check_invariants(wider, budget)
+        assert (wider.first_seq, wider.last_seq) == (first_seq, last_seq)
+        accounted(wider, [item.id for item in frontier])
+
+
+async def test_old_tool_outputs_shrink_to_a_line_before_anything_is_dropped(store: MemoryStore) -> None:
+    thread = [turn(0, "Please find why the refresh test fails.", Role.user)]
+    for index in range(1, 25, 2):
+        thread.append(
+            NewMessage(
+                role=Role.assistant,
+                content='Bash {"command": "pytest -q"}',
+                message_id=f"m{index}",
+                tool_call_id=f"c{index}",
+                metadata={"kind": "tool_use", "tool_name": "Bash"},
+            )
+        )
+        output = f"FAILED tests/test_refresh.py::test_{index} - AssertionError\n" + "trace line\n" * 80
+        thread.append(NewMessage(role=Role.tool, content=output, message_id=f"m{index + 1}", tool_call_id=f"c{index}"))
+    appended = await store.append_messages(PARTITION, "t-tools", thread)
+    ids = appended.message_ids
+
+    whole = await assemble_context(store, "t-tools", partition=PARTITION, budget_tokens=50_000)
+    assert whole.shortened == [] and whole.pruned == []
+    result = await assemble_context(store, "t-tools", partition=PARTITION, budget_tokens=2000)
+    check_invariants(result, 2000)
+    assert section(result, "recent") == ids and result.pruned == []  # nothing dropped: shortened instead
+    assert result.shortened and set(result.shortened) <= set(ids[: len(ids) - 6])
+    messages = {message.id: message for message in await store.get_messages(PARTITION, "t-tools")}
+    for message_id in ids[len(ids) - 6 :]:
+        message_block(result.text, messages[message_id])  # the newest stay whole
+    first_output = result.shortened[1]
+    assert f'expand_summary("{first_output}") returns the whole message' in result.text
+    assert messages[first_output].content.splitlines()[0] in result.text
+    assert (result.first_seq, result.last_seq) == (0, len(ids) - 1)
+
+
 def conversation() -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "Why does the refresh endpoint return 401?", "message_id": "u0"},
@@ -353,6 +429,7 @@ async def test_assemble_context_through_mcp(store_url: str) -> None:
         appended = await session.call_tool("append_messages", {"thread_id": "t1", "messages": conversation()})
         result = await session.call_tool("assemble_context", {"thread_id": "t1", "budget_tokens": 1000})
         tools = {tool.name: tool for tool in await session.list_tools()}
+        whole = await session.call_tool("expand_summary", {"summary_id": appended.structured_content["message_ids"][2]})
         with pytest.raises(ToolError, match="unknown thread id 'nope'"):
             await session.call_tool("assemble_context", {"thread_id": "nope"})
         with pytest.raises(ToolError, match="invalid arguments: budget_tokens"):
@@ -368,7 +445,10 @@ async def test_assemble_context_through_mcp(store_url: str) -> None:
     assert "The clock skew check uses naive datetimes." in data["text"]
     assert data["total_tokens"] == estimate_tokens(data["text"]) <= 1000
     assert data["assembled_hash"] == hashlib.sha256(data["text"].encode()).hexdigest()
-    assert data["pruned"] == []
+    assert data["pruned"] == [] and data["shortened"] == []
+    assert (data["first_seq"], data["last_seq"]) == (0, 2)
+    assert whole.structured_content is not None
+    assert [item["content"] for item in whole.structured_content["items"]] == ["1 failed, 41 passed"]
     tool = tools["assemble_context"]
     budget = tool.input_schema["properties"]["budget_tokens"]
     assert (budget["minimum"], budget["maximum"], budget["default"]) == (MIN_BUDGET, MAX_BUDGET, 16_000)

@@ -71,7 +71,9 @@ PartitionArg = Annotated[
     Field(description="Partition (IDE) to work in; defaults to this server's own."),
 ]
 ThreadIdArg = Annotated[Name, Field(description="The caller's thread id (e.g. a Claude Code session id).")]
-SummaryIdArg = Annotated[Name, Field(description="A summary id (sum_...).")]
+SummaryIdArg = Annotated[Name, Field(description="A summary id (sum_...), or a message id (msg_...) to read it whole.")]
+#: Ids of messages start so (`graph_schema/identity.py`): expand_summary gives such a message whole.
+MESSAGE_PREFIX = "msg_"
 
 
 @dataclass(frozen=True)
@@ -264,11 +266,16 @@ async def expand_summary(
     cursor: Annotated[str | None, Field(max_length=64, description="next_cursor of the previous page.")] = None,
     partition: PartitionArg = None,
 ) -> ExpandPage:
-    """Expand a summary back into what it covers: the original messages verbatim, in order, a page at a time."""
+    """Expand a summary back into what it covers: the original messages verbatim, in order, a page at a time.
+
+    A message id (msg_..., as assemble_context shortens old tool outputs) gives that message whole.
+    """
     with domain_errors():
-        return await _runtime(ctx).store.expand(
-            _partition(ctx, partition), summary_id, depth=depth, limit=limit, cursor=cursor
-        )
+        store = _runtime(ctx).store
+        if summary_id.startswith(MESSAGE_PREFIX):
+            message = await store.get_message(_partition(ctx, partition), summary_id)
+            return ExpandPage(summary_id=summary_id, items=[message], total=1)
+        return await store.expand(_partition(ctx, partition), summary_id, depth=depth, limit=limit, cursor=cursor)
 
 
 async def get_summary_dag(

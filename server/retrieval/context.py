@@ -25,6 +25,16 @@ larger than the section's whole share, such as a huge tool output: that one is s
 for now and retried once the rest has been placed, so a single blob never starves the
 conversation around it. Whatever is not taken is named in ``pruned``.
 
+Prune before dropping. When the whole thread does not fit, a second attempt replaces
+the first: old tool calls and outputs in ``recent`` (all but the newest `KEEP_WHOLE`
+messages) shrink to their first line and a pointer (``expand_summary`` on the message
+id returns it whole; their ids are listed in ``shortened``), and the summaries covering
+the oldest part of the thread are taken first (`PRUNING_SHARES`, oldest first), ahead of
+the oldest recent messages, so an agent is always told what the session was for. Only
+then are whole items left out; every summary and recent message left out is named in
+``pruned`` by id, so each part of the thread is shown, summarized or named, and
+``first_seq``..``last_seq`` says which stretch of the thread the text spans.
+
 The result is deterministic: the same store contents and arguments give the same text,
 and ``assembled_hash`` (SHA-256 of the text) lets a client tell whether anything changed.
 """
@@ -41,7 +51,7 @@ from pydantic import BaseModel, Field
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.identity import estimate_tokens
-from palimpsest.graph_schema.models import Fact, FrontierItem, Message, Summary
+from palimpsest.graph_schema.models import Fact, FrontierItem, Message, Role, Summary
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.retrieval.recall import RecallResult, recall
 
@@ -67,6 +77,16 @@ SHARES: dict[bool, dict[SectionName, float]] = {
     False: {"recent": 0.5, "summaries": 0.35, "facts": 0.15},
     True: {"recent": 0.45, "summaries": 0.25, "facts": 0.1, "recall": 0.2},
 }
+#: Shares once pruning starts: the summaries covering the oldest part of the thread come
+#: first (taken oldest first), then the recent tail with its old tool outputs shortened.
+PRUNING_SHARES: dict[bool, dict[SectionName, float]] = {
+    False: {"summaries": 0.6, "recent": 0.4, "facts": 0.1},
+    True: {"summaries": 0.5, "recent": 0.35, "facts": 0.05, "recall": 0.1},
+}
+#: Newest recent messages always shown whole, tool output or not.
+KEEP_WHOLE = 6
+#: Longest first line of a shortened message, in characters.
+HEAD_CHARS = 160
 #: The order sections appear in the text: oldest context first, the fresh tail last.
 TEXT_ORDER: tuple[SectionName, ...] = ("summaries", "facts", "recall", "recent")
 
@@ -94,8 +114,10 @@ class PrunedSection(BaseModel):
     name: SectionName
     count: int = Field(description="How many candidates of the section were left out, in all.")
     ids: list[str] = Field(
-        description=f"Ids of the first {MAX_PRUNED_IDS} left out, in the order they would have been taken: "
-        "newest first for recent and summaries, newest first for facts, most relevant first for recall."
+        description="Ids left out, in the order they would have been taken: newest first for recent, "
+        "newest first for facts, most relevant first for recall, in fill order for summaries. Every one "
+        f"for recent and summaries (so each part of the thread is shown or named); the first "
+        f"{MAX_PRUNED_IDS} for facts and recall."
     )
 
 
@@ -117,6 +139,13 @@ class AssembledContext(BaseModel):
     pruned: list[PrunedSection] = Field(
         description="Per section, what did not fit (left out whole, never cut); empty when everything fit."
     )
+    shortened: list[str] = Field(
+        default_factory=list,
+        description="Recent messages (old tool calls and outputs) shown as their first line and a pointer; "
+        "expand_summary(id) returns each whole.",
+    )
+    first_seq: int | None = Field(None, description="Lowest seq the text shows or summarizes; None when empty.")
+    last_seq: int | None = Field(None, description="Highest seq the text shows or summarizes; None when empty.")
 
 
 @dataclass
@@ -129,6 +158,10 @@ class _Candidate:
     #: Tokens it costs at least, known without reading it (exact once ``text`` is set).
     floor: int
     text: str | None = None
+    #: The seq range of the thread it shows (summaries and messages), for the result's span.
+    span: tuple[int, int] | None = None
+    #: Whether it is a message shown as its first line and a pointer.
+    shortened: bool = False
 
     @property
     def size(self) -> int:
@@ -210,7 +243,8 @@ class _Section:
         left = [c.id for c in self.candidates if c.id not in chosen and c.id not in taken]
         if not left:
             return None
-        return PrunedSection(name=self.name, count=len(left), ids=left[:MAX_PRUNED_IDS])
+        listed = left if self.name in ("recent", "summaries") else left[:MAX_PRUNED_IDS]
+        return PrunedSection(name=self.name, count=len(left), ids=listed)
 
 
 async def assemble_context(
@@ -223,6 +257,12 @@ async def assemble_context(
 ) -> AssembledContext:
     """Assemble what an agent needs of a thread, within ``budget_tokens``, as one timeline text.
 
+    When everything fits, everything is shown verbatim. Otherwise the text prunes before
+    it drops (see the module docstring): old tool calls and outputs in ``recent`` shrink
+    to their first line and a pointer, the summaries covering the oldest part of the
+    thread go ahead of the oldest recent messages, and only then are whole items left
+    out, each named in ``pruned``.
+
     Args:
         store: The store to read (nothing is written).
         thread_id: The thread whose context is rebuilt.
@@ -231,9 +271,9 @@ async def assemble_context(
         query: What the agent is working on; adds a ``recall`` section about it.
 
     Returns:
-        The text, its sections with their tokens and ids, and what was pruned. A budget
-        too small for anything gives an empty text with everything in ``pruned``; an
-        empty thread gives no sections.
+        The text, its sections with their tokens and ids, what was shortened and what
+        was pruned. A budget too small for anything gives an empty text with everything
+        in ``pruned``; an empty thread gives no sections.
 
     Raises:
         NotFound: if the thread does not exist in the partition.
@@ -249,18 +289,41 @@ async def assemble_context(
     recalled = None
     if query is not None:
         recalled = await recall(store, query, partition=partition, limit=RECALL_LIMIT)
-
-    shares = SHARES[recalled is not None]
-    candidates: dict[SectionName, list[_Candidate]] = {
-        "recent": [],
-        "summaries": [_summary_candidate(summary) for summary in reversed(summaries)],
-        "facts": [_fact_candidate(fact) for fact in sorted(facts, key=lambda f: (f.created_at, f.id), reverse=True)],
-    }
     pages = _MessagePages(store, partition, thread_id, [item for item in frontier if item.kind == "message"])
-    candidates["recent"] = pages.candidates
-    if recalled is not None:
-        candidates["recall"] = _recall_candidates(recalled, shown={item.id for item in frontier})
+    fact_candidates = [
+        _fact_candidate(fact) for fact in sorted(facts, key=lambda f: (f.created_at, f.id), reverse=True)
+    ]
+    recall_candidates = None if recalled is None else _recall_candidates(recalled, shown={i.id for i in frontier})
 
+    async def attempt(pruning: bool) -> AssembledContext:
+        summary_candidates = [_summary_candidate(summary) for summary in summaries]
+        candidates: dict[SectionName, list[_Candidate]] = {
+            "recent": pages.candidates(shorten=pruning),
+            # Pruning keeps the start of the thread: the oldest summaries first.
+            "summaries": summary_candidates if pruning else list(reversed(summary_candidates)),
+            "facts": fact_candidates,
+        }
+        if recall_candidates is not None:
+            candidates["recall"] = recall_candidates
+        shares = (PRUNING_SHARES if pruning and summaries else SHARES)[recalled is not None]
+        return await _fill(thread_id, partition, query, budget_tokens, candidates, shares, pages)
+
+    whole = await attempt(pruning=False)
+    if not any(item.name in ("recent", "summaries") for item in whole.pruned):
+        return whole
+    return await attempt(pruning=True)
+
+
+async def _fill(
+    thread_id: str,
+    partition: str,
+    query: str | None,
+    budget_tokens: int,
+    candidates: dict[SectionName, list[_Candidate]],
+    shares: dict[SectionName, float],
+    pages: _MessagePages,
+) -> AssembledContext:
+    """Fill the sections in ``shares`` order within the budget, then write the result."""
     reserve = estimate_tokens(_header(thread_id, {name: len(c) for name, c in candidates.items()}, _total(candidates)))
     available = budget_tokens - reserve
     sections = [
@@ -282,6 +345,7 @@ async def assemble_context(
     if shown:
         counts = {section.name: len(section.chosen) for section in shown}
         text = _header(thread_id, counts, sum(item.count for item in pruned)) + "".join(s.block() for s in shown)
+    spans = [c.span for name in ("summaries", "recent") if name in by_name for c in by_name[name].chosen if c.span]
     return AssembledContext(
         thread_id=thread_id,
         partition=partition,
@@ -299,6 +363,9 @@ async def assemble_context(
         budget_tokens=budget_tokens,
         assembled_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         pruned=pruned,
+        shortened=[c.id for c in sorted(by_name["recent"].chosen, key=lambda c: c.order) if c.shortened],
+        first_seq=min((span[0] for span in spans), default=None),
+        last_seq=max((span[1] for span in spans), default=None),
     )
 
 
@@ -343,7 +410,8 @@ def _summary_candidate(summary: Summary) -> _Candidate:
         f"({summary.message_count} {count}) · {_when(summary.earliest_at)} → {_when(summary.latest_at)}\n"
         f"{summary.text}\n"
     )
-    return _Candidate(id=summary.id, order=(summary.first_seq,), floor=estimate_tokens(text), text=text)
+    span = (summary.first_seq, summary.last_seq)
+    return _Candidate(id=summary.id, order=(summary.first_seq,), floor=estimate_tokens(text), text=text, span=span)
 
 
 def _fact_candidate(fact: Fact) -> _Candidate:
@@ -351,12 +419,29 @@ def _fact_candidate(fact: Fact) -> _Candidate:
     return _Candidate(id=fact.id, order=(fact.created_at, fact.id), floor=estimate_tokens(text), text=text)
 
 
-def _message_text(message: Message) -> str:
+def _message_heading(message: Message) -> str:
     call = f" · tool call {message.tool_call_id}" if message.tool_call_id else ""
     return (
         f"\n### {message.role.value} · {message.id} (source {message.source_id}) · seq {message.seq} · "
-        f"{_when(message.created_at)}{call}\n{message.content}\n"
+        f"{_when(message.created_at)}{call}\n"
     )
+
+
+def _message_text(message: Message) -> str:
+    return f"{_message_heading(message)}{message.content}\n"
+
+
+def _short_text(message: Message) -> str | None:
+    """A tool call or output as its first line and a pointer to the rest, or None when that is no shorter."""
+    if message.role != Role.tool and message.metadata.get("kind") != "tool_use":
+        return None
+    head = next((line.strip() for line in message.content.splitlines() if line.strip()), "")
+    head = head if len(head) <= HEAD_CHARS else head[: HEAD_CHARS - 1] + "…"
+    text = (
+        f"{_message_heading(message)}{head}\n"
+        f'[shortened: {message.tokens} tokens in all; expand_summary("{message.id}") returns the whole message]\n'
+    )
+    return text if estimate_tokens(text) < estimate_tokens(_message_text(message)) else None
 
 
 def _recall_candidates(recalled: RecallResult, shown: set[str]) -> list[_Candidate]:
@@ -384,17 +469,34 @@ class _MessagePages:
     """The thread's uncovered messages as ``recent`` candidates, newest first, read a page at a time.
 
     Their token counts come with the frontier, so the walk can tell what cannot fit
-    without reading it; the content is only read for candidates that might.
+    without reading it; the content is only read for candidates that might, and read
+    once for both attempts (whole, then pruning).
     """
 
     def __init__(self, store: MemoryStore, partition: str, thread_id: str, items: Sequence[FrontierItem]) -> None:
         self._store = store
         self._partition = partition
         self._thread_id = thread_id
-        newest_first = list(reversed(items))
-        self.candidates = [_Candidate(id=item.id, order=(item.first_seq,), floor=item.tokens) for item in newest_first]
-        self._seqs = [item.first_seq for item in newest_first]
-        self._position = {candidate.id: index for index, candidate in enumerate(self.candidates)}
+        self._items = list(reversed(items))
+        self._seqs = [item.first_seq for item in self._items]
+        self._position = {item.id: index for index, item in enumerate(self._items)}
+        self._read: dict[str, Message] = {}
+        self._current: list[_Candidate] = []
+        self._shorten = False
+
+    def candidates(self, *, shorten: bool) -> list[_Candidate]:
+        """Fresh candidates, newest first; with ``shorten``, tool traffic past the newest few may shrink."""
+        self._shorten = shorten
+        self._current = [
+            _Candidate(
+                id=item.id,
+                order=(item.first_seq,),
+                floor=min(item.tokens, 1) if shorten and index >= KEEP_WHOLE else item.tokens,
+                span=(item.first_seq, item.first_seq),
+            )
+            for index, item in enumerate(self._items)
+        ]
+        return self._current
 
     async def render(self, candidate: _Candidate) -> None:
         """Read the messages from this candidate back in time and render them, one range read.
@@ -404,11 +506,18 @@ class _MessagePages:
         """
         start = self._position[candidate.id]
         end = start + 1
-        while end < min(len(self.candidates), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
+        while end < min(len(self._items), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
             end += 1
-        wanted = {item.id: item for item in self.candidates[start:end]}
-        for message in await self._store.get_messages(
-            self._partition, self._thread_id, first_seq=self._seqs[end - 1], last_seq=self._seqs[start]
-        ):
-            if message.id in wanted:
-                wanted[message.id].text = _message_text(message)
+        if any(item.id not in self._read for item in self._items[start:end]):
+            wanted = {item.id for item in self._items[start:end]}
+            for message in await self._store.get_messages(
+                self._partition, self._thread_id, first_seq=self._seqs[end - 1], last_seq=self._seqs[start]
+            ):
+                if message.id in wanted:
+                    self._read[message.id] = message
+        for index in range(start, end):
+            target = self._current[index]
+            message = self._read[target.id]
+            short = _short_text(message) if self._shorten and index >= KEEP_WHOLE else None
+            target.text = short or _message_text(message)
+            target.shortened = short is not None

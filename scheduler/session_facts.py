@@ -1,0 +1,381 @@
+"""What a run of messages did, read from its structure rather than guessed from its sentences.
+
+Agent transcripts say plainly what happened: an assistant message of metadata kind
+``tool_use`` names the tool (``tool_name``) and carries its input as ``Name {json}``; the
+``tool`` message with the same ``tool_call_id`` is its result, marked ``is_error`` when
+the tool failed (see ``server/feeds/claude_code.py`` and ``server/feeds/codex.py``).
+From that alone this module lists the files written or edited (and how often), the
+files read, the shell commands with their exit status, the failed calls with the first
+line of their error, the todo list, and the user's own requests (never tool output, nor
+context an agent injected). Both summarizers start from these facts: the extractive
+one writes them as they are, the LLM one gets them beside the messages.
+
+Messages written without metadata (an API client, a test) count as a tool call when an
+assistant message with a ``tool_call_id`` reads ``Name {json object}``.
+
+Same input, same facts: no set iteration, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from palimpsest.graph_schema.models import Message, Role
+
+#: Tools whose input names a file they write, and what they do to it.
+WRITE_TOOLS = {
+    "Write": "created",
+    "write_file": "created",
+    "create_file": "created",
+    "Edit": "edited",
+    "MultiEdit": "edited",
+    "NotebookEdit": "edited",
+    "edit_file": "edited",
+    "str_replace_editor": "edited",
+    "str_replace_based_edit_tool": "edited",
+}
+#: Tools whose input names a file they only read.
+READ_TOOLS = frozenset({"Read", "NotebookRead", "read_file", "view_file", "open_file"})
+#: Tools that run a shell command.
+SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "run_terminal_cmd"})
+#: Shell programs that only print a file: their operands are files read.
+_READ_COMMANDS = frozenset({"cat", "head", "tail", "nl", "less", "sed", "bat"})
+_PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file", "target_file")
+_COMMAND_CHARS = 120
+_ERROR_CHARS = 160
+_REQUEST_CHARS = 400
+_CALL_RE = re.compile(r"\A([A-Za-z_][\w.:-]*) (\{.*\})\s*\Z", re.DOTALL)
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
+_EXIT_CODE = re.compile(r"\A\s*(?:Exit code:?|Process exited with code)\s*(-?\d+)", re.IGNORECASE)
+_EXIT_ANYWHERE = re.compile(r"(?:Exit code:?|exited with code)\s*(-?\d+)", re.IGNORECASE)
+_TAGS = re.compile(r"</?[a-z_-]+>")
+_INJECTED_BLOCK = re.compile(r"<(system-reminder|command-[a-z]+|local-command-[a-z]+)>.*?</\1>", re.DOTALL)
+_NOT_A_REQUEST = re.compile(r"\A\s*(?:\[Request interrupted|Caveat: The messages below|<)", re.IGNORECASE)
+_ERROR_LINE = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception)\b|\berror(?:\[\w+\])?:|^FAILED\b|^E\s|fatal:|panic:|not found|denied|"
+    r"No such file",
+    re.IGNORECASE,
+)
+_BANNER = re.compile(r"^[=\-_*#~\s]*$|^=+ .* =+$|^\s*(?:Exit code|Wall time|Output):?\s*\S*\s*$", re.IGNORECASE)
+_TEST_STATE = re.compile(r"\b\d+ (?:passed|failed)\b[^\n]*|\b\d+ errors? in \d[^\n]*")
+_BACKGROUND = re.compile(r"(?:^|\s)nohup\s|&\s*$|\b(?:uvicorn|runserver|npm run dev|serve|watch)\b")
+
+
+@dataclass
+class FileChange:
+    """What the chunk did to one file: how it was changed first, how often in all."""
+
+    action: str
+    count: int = 1
+
+
+@dataclass
+class CommandRun:
+    """One shell command and how it ended: ``exit N``, ``ok``, ``failed`` or ``no result yet``."""
+
+    command: str
+    status: str
+    count: int = 1
+
+
+@dataclass
+class Failure:
+    """A tool call whose result was an error, and the error's telling first line."""
+
+    what: str
+    error: str
+
+
+@dataclass
+class ToolCall:
+    """A tool call read back from its message."""
+
+    id: str | None
+    name: str
+    args: dict[str, Any]
+    raw: str
+
+
+@dataclass
+class SessionFacts:
+    """What a run of messages did, as far as its structure says."""
+
+    requests: list[str] = field(default_factory=list)
+    modified: dict[str, FileChange] = field(default_factory=dict)
+    read: list[str] = field(default_factory=list)
+    commands: dict[str, CommandRun] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    todo_open: list[str] = field(default_factory=list)
+    todo_done: list[str] = field(default_factory=list)
+    background: list[str] = field(default_factory=list)
+    #: The latest test-run line of a shell result (``3 failed, 40 passed in 2.1s``).
+    test_state: str | None = None
+    tool_calls: int = 0
+    #: Ids of the messages that are tool calls or tool results (the rest is conversation).
+    structural_ids: set[str] = field(default_factory=set)
+
+
+def clip(text: str, max_chars: int) -> str:
+    """``text`` on one line, cut to ``max_chars`` characters, an ellipsis marking the cut."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 0:
+        return ""
+    return text[: max_chars - 1].rstrip() + "…"
+
+
+def tool_call(message: Message) -> ToolCall | None:
+    """The tool call a message is, or None for conversation."""
+    if message.role != Role.assistant:
+        return None
+    kind = message.metadata.get("kind")
+    if kind not in (None, "tool_use") or (kind is None and message.tool_call_id is None):
+        return None
+    content = message.content
+    name = message.metadata.get("tool_name")
+    if not isinstance(name, str):
+        match = _CALL_RE.match(content)
+        if match is None:
+            return None
+        name = match.group(1)
+    rest = content[len(name) :].strip() if content.startswith(name) else content
+    args: dict[str, Any] = {}
+    if rest.startswith("{"):
+        try:
+            decoded = json.loads(rest)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            args = decoded
+        elif kind is None:
+            return None
+    return ToolCall(message.tool_call_id, name, args, rest)
+
+
+def is_request(message: Message) -> bool:
+    """Whether a message is the user's own words: not a tool result, nor context an agent injected."""
+    if message.role != Role.user or message.metadata.get("kind") not in (None, "text"):
+        return False
+    flags = ("meta", "injected", "compact_summary", "sidechain")
+    return not any(message.metadata.get(flag) for flag in flags) and not _NOT_A_REQUEST.match(message.content)
+
+
+def request_text(message: Message) -> str:
+    """A request without the blocks an agent wraps around it (system reminders, slash-command echoes)."""
+    return clip(_INJECTED_BLOCK.sub(" ", message.content), _REQUEST_CHARS)
+
+
+def extract_facts(messages: Sequence[Message]) -> SessionFacts:
+    """The structural facts of ``messages`` (oldest first)."""
+    facts = SessionFacts()
+    calls: dict[str, tuple[ToolCall, str | None]] = {}
+    for message in messages:
+        call = tool_call(message)
+        if call is not None:
+            facts.tool_calls += 1
+            facts.structural_ids.add(message.id)
+            command = _record_call(facts, call)
+            if call.id is not None:
+                calls[call.id] = (call, command)
+        elif message.role == Role.tool or message.metadata.get("kind") == "tool_result":
+            facts.structural_ids.add(message.id)
+            found = calls.get(message.tool_call_id or "")
+            if found is not None:
+                _record_result(facts, found[0], found[1], message)
+        elif is_request(message):
+            text = request_text(message)
+            if text:
+                facts.requests.append(text)
+    return facts
+
+
+def _record_call(facts: SessionFacts, call: ToolCall) -> str | None:
+    """Note what a call does; returns the shell command it runs, if any."""
+    name, args = call.name, call.args
+    if name in WRITE_TOOLS:
+        path = _path_arg(args)
+        if path:
+            action = "created" if args.get("command") == "create" else WRITE_TOOLS[name]
+            _modified(facts, path, action)
+        return None
+    if name in READ_TOOLS:
+        path = _path_arg(args)
+        if path:
+            _read(facts, path)
+        return None
+    if name == "apply_patch":
+        _patched(facts, call.raw if not args else str(args.get("input", "")))
+        return None
+    if name == "TodoWrite" and isinstance(args.get("todos"), list):
+        todos = [t for t in args["todos"] if isinstance(t, dict) and isinstance(t.get("content"), str)]
+        facts.todo_open = [clip(t["content"], _COMMAND_CHARS) for t in todos if t.get("status") != "completed"]
+        facts.todo_done = [clip(t["content"], _COMMAND_CHARS) for t in todos if t.get("status") == "completed"]
+        return None
+    if name in SHELL_TOOLS:
+        command = _shell_command(args)
+        if command is None:
+            return None
+        if "*** Begin Patch" in command:
+            _patched(facts, command)
+            return None
+        words = _words(command)
+        if words and words[0] in _READ_COMMANDS:
+            for word in words[1:]:
+                if not word.startswith("-") and ("." in word or "/" in word) and not re.match(r"^\d", word):
+                    _read(facts, word)
+        shown = clip(command.splitlines()[0] + (" …" if "\n" in command.strip() else ""), _COMMAND_CHARS)
+        known = facts.commands.pop(shown, None)
+        facts.commands[shown] = CommandRun(shown, "no result yet", (known.count + 1) if known else 1)
+        if args.get("run_in_background") is True or _BACKGROUND.search(command):
+            facts.background.append(f"`{shown}`")
+        return shown
+    return None
+
+
+def _record_result(facts: SessionFacts, call: ToolCall, command: str | None, message: Message) -> None:
+    """Note how a call ended: a command's exit status, a failure's first line, the latest test count."""
+    content = message.content
+    exit_code, body = _exit_status(content)
+    failed = message.metadata.get("is_error") is True or (exit_code is not None and exit_code != 0)
+    if command is not None:
+        run = facts.commands[command]
+        if exit_code is not None:
+            run.status = f"exit {exit_code}"
+        elif f"`{command}`" in facts.background and not failed:
+            run.status = "running in the background"
+        else:
+            run.status = "failed" if failed else "ok"
+        tail = body[-2000:]
+        states = _TEST_STATE.findall(tail)
+        if states:
+            facts.test_state = clip(states[-1].strip(" =*"), _COMMAND_CHARS)
+    if failed:
+        target = f"`{command}`" if command is not None else _describe_target(call)
+        status = f" ({facts.commands[command].status})" if command is not None else ""
+        facts.failures.append(Failure(f"{call.name} {target}{status}".strip(), first_error_line(body)))
+
+
+def first_error_line(text: str) -> str:
+    """The line of an error output that says what went wrong: the first naming an error, else the first."""
+    lines = [line.strip() for line in _TAGS.sub("", text[:20000]).splitlines()]
+    lines = [line for line in lines if line and not _BANNER.match(line)]
+    if not lines:
+        return "no output"
+    chosen = next((line for line in lines if _ERROR_LINE.search(line)), lines[0])
+    return clip(chosen, _ERROR_CHARS)
+
+
+def _exit_status(content: str) -> tuple[int | None, str]:
+    """The exit code a shell result states (Codex's JSON or ``Exit code N`` header) and its output text."""
+    stripped = content.lstrip()
+    if stripped.startswith("{"):
+        try:
+            decoded = json.loads(stripped)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            meta = decoded.get("metadata")
+            output = decoded.get("output")
+            text = output if isinstance(output, str) else content
+            if isinstance(meta, dict) and isinstance(meta.get("exit_code"), int):
+                return meta["exit_code"], text
+            return None, text
+    match = _EXIT_CODE.match(content) or _EXIT_ANYWHERE.search(content[:300])
+    return (int(match.group(1)) if match else None), content
+
+
+def _path_arg(args: dict[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _describe_target(call: ToolCall) -> str:
+    path = _path_arg(call.args)
+    if path:
+        return path
+    for key in ("pattern", "url", "query", "description"):
+        value = call.args.get(key)
+        if isinstance(value, str) and value:
+            return clip(value, _COMMAND_CHARS // 2)
+    return ""
+
+
+def _modified(facts: SessionFacts, path: str, action: str) -> None:
+    known = facts.modified.get(path)
+    if known is None:
+        facts.modified[path] = FileChange(action)
+    else:
+        known.count += 1
+        if action == "deleted":
+            known.action = "deleted"
+
+
+def _read(facts: SessionFacts, path: str) -> None:
+    if path not in facts.read:
+        facts.read.append(path)
+
+
+def _patched(facts: SessionFacts, patch: str) -> None:
+    actions = {"Add": "created", "Update": "edited", "Delete": "deleted"}
+    for verb, path in _PATCH_FILE.findall(patch):
+        _modified(facts, path.strip(), actions[verb])
+
+
+def _shell_command(args: dict[str, Any]) -> str | None:
+    """The command line a shell call runs (``bash -lc`` unwrapped)."""
+    value: Any = args.get("command", args.get("cmd"))
+    if value is None and isinstance(args.get("action"), dict):
+        value = args["action"].get("command")
+    if isinstance(value, list) and all(isinstance(part, str) for part in value):
+        if len(value) >= 3 and value[0] in ("bash", "sh", "zsh", "/bin/bash", "/bin/sh") and value[1] in ("-c", "-lc"):
+            return value[2]
+        return shlex.join(value)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command.splitlines()[0])
+    except ValueError:
+        return command.split()
+
+
+def render_facts(facts: SessionFacts) -> str:
+    """The facts as plain lines, for the LLM prompt: what is certain before any reading."""
+    lines: list[str] = []
+    if facts.requests:
+        lines.append("User requests: " + " | ".join(clip(r, 200) for r in facts.requests))
+    if facts.modified:
+        lines.append("Files modified: " + ", ".join(describe_change(p, c) for p, c in facts.modified.items()))
+    if facts.read:
+        lines.append("Files read: " + ", ".join(facts.read))
+    if facts.commands:
+        lines.append("Commands: " + "; ".join(describe_command(run) for run in facts.commands.values()))
+    if facts.failures:
+        lines.append("Failed tool calls: " + "; ".join(f"{f.what}: {f.error}" for f in facts.failures))
+    if facts.test_state:
+        lines.append(f"Latest test run: {facts.test_state}")
+    if facts.todo_open:
+        lines.append("Open todos: " + "; ".join(facts.todo_open))
+    return "\n".join(lines)
+
+
+def describe_change(path: str, change: FileChange) -> str:
+    """``path (edited ×3)``: one file of the ``Files modified`` section."""
+    times = f" ×{change.count}" if change.count > 1 else ""
+    return f"{path} ({change.action}{times})"
+
+
+def describe_command(run: CommandRun) -> str:
+    """```cmd` → exit 1``: one line of the ``Commands`` section."""
+    times = f" (×{run.count})" if run.count > 1 else ""
+    return f"`{run.command}` → {run.status}{times}"
