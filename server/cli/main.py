@@ -27,7 +27,6 @@ import typer
 from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.models import MaintenanceCycle, StoreStats
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import make_embedder
 from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
 from palimpsest.server.cli import output
@@ -156,6 +155,7 @@ def serve(
 
 async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> None:
     """Run the maintenance jobs now and on their intervals until SIGINT or SIGTERM."""
+    from palimpsest.scheduler.embedders import make_embedder
     from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
 
@@ -191,6 +191,7 @@ def maintain(
 
     Example: palimpsest maintain --once --store sqlite:///memory.db
     """
+    from palimpsest.scheduler.embedders import make_embedder
     from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
 
