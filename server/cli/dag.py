@@ -30,7 +30,12 @@ from palimpsest.server.cli.support import (
 def compact(
     thread_id: Annotated[str, typer.Argument(help="The thread to compact.")],
     force: Annotated[
-        bool, typer.Option("--force", help="Fold every message outside the fresh tail, below the threshold too.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Fold every message outside the fresh tail, below the threshold too; a tool call takes its "
+            "results along, even from the tail, so no pair is split.",
+        ),
     ] = False,
     partition: PartitionOption = None,
     store: StoreOption = None,
