@@ -149,7 +149,7 @@ def test_windsurf_prompt_and_response_hooks_store_the_turn(store_url: str, tmp_p
         ("pre_user_prompt", "x3", {"prompt": "Thanks, add a test"}),
         ("post_cascade_response", "x4", {"response": "Added tests/test_login.py."}),
     ]
-    for replay in range(2):
+    for _replay in range(2):
         for event, execution, info in turns:
             silent(
                 hook(
@@ -178,7 +178,7 @@ def test_antigravity_gemini_shaped_hooks(store_url: str, tmp_path: Path) -> None
         store_url,
     )
     assert start.exit_code == 0 and json.loads(start.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
-    for replay in range(2):
+    for _replay in range(2):
         for turn in range(2):
             after = {
                 **base,
@@ -225,7 +225,7 @@ def test_cursor_session_replayed_through_its_hooks(store_url: str, tmp_path: Pat
         ("beforeSubmitPrompt", "g2", {"prompt": "Keep an alias"}),
         ("afterAgentResponse", "g2", {"text": "Alias added."}),
     ]
-    for replay in range(2):
+    for _replay in range(2):
         for event, generation, extra in events:
             silent(hook("cursor", {**base, "hook_event_name": event, "generation_id": generation, **extra}, store_url))
     messages = stored(store_url, "cursor", "c0a1")
