@@ -88,8 +88,9 @@ def ingest(
     async def work(opened: MemoryStore) -> IngestReport:
         embedder = make_embedder(settings.embedder, settings.llm)
         with output.ingest_progress(show_bar) as progress:
+            # The paths as given: a file found in a directory may be left out, a named one may not.
             report = await ingest_files(
-                opened, files, partition=settings.partition, format=format.value, progress=progress
+                opened, paths, partition=settings.partition, format=format.value, progress=progress
             )
         if embedder is not None:
             written = sorted({name for item in report.files for name in item.partitions})
