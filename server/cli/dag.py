@@ -13,7 +13,6 @@ import typer
 
 from palimpsest.graph_schema.models import ExpandPage, Summary
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.cli import output
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
     JsonOption,
@@ -47,6 +46,7 @@ def compact(
     """
     from palimpsest.scheduler.compaction import CompactionResult, compact_thread
     from palimpsest.scheduler.summarizers import make_summarizer
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store, partition)
     target = home_partition(settings)
@@ -84,6 +84,8 @@ def describe(
 
     Example: palimpsest describe sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4
     """
+    from palimpsest.server.cli import output
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 
@@ -118,6 +120,8 @@ def expand(
 
     Example: palimpsest expand sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4 --limit 50
     """
+    from palimpsest.server.cli import output
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 

@@ -29,7 +29,6 @@ from palimpsest.graph_schema.models import MaintenanceCycle, StoreStats
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
-from palimpsest.server.cli import output
 from palimpsest.server.cli import search as cli_search
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
@@ -70,6 +69,8 @@ def stats(
 
     Example: palimpsest stats --partition claude-code
     """
+    from palimpsest.server.cli import output
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 
@@ -96,6 +97,7 @@ def doctor(
     Example: palimpsest doctor --store sqlite:///memory.db
     """
     from palimpsest.graph_schema.doctor import Breach, check_store
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store)
 
@@ -194,6 +196,7 @@ def maintain(
     from palimpsest.scheduler.embedders import make_embedder
     from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store)
     if not once:
