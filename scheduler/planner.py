@@ -37,9 +37,7 @@ def plan_leaf_chunks(
     Args:
         uncovered: The thread's uncovered messages, oldest first, fresh tail included.
         config: Threshold, fresh tail size and token cap.
-        force: Chunk every uncovered message outside the tail, even below the threshold;
-            a tool call outside the tail takes its results with it even when they lie
-            in the tail, so the pair stays whole and no call is left behind.
+        force: Chunk every uncovered message outside the tail, even below the threshold.
 
     Returns:
         Contiguous, disjoint chunks in thread order; empty when nothing qualifies.
@@ -55,7 +53,7 @@ def plan_leaf_chunks(
     chunks: list[list[Message]] = []
     start = 0
     while start < outside_end and (force or outside_end - start > config.threshold):
-        end = _chunk_end(uncovered, start, outside_end, blocked, config, force=force)
+        end = _chunk_end(uncovered, start, outside_end, blocked, config)
         if end is None:
             break
         chunks.append(list(uncovered[start:end]))
@@ -143,14 +141,11 @@ def _chunk_end(
     outside_end: int,
     blocked: Sequence[bool],
     config: CompactionSettings,
-    *,
-    force: bool = False,
 ) -> int | None:
     """Where the chunk starting at ``start`` ends (exclusive), or None to stop planning.
 
     None means the only cuts that keep a tool pair whole lie in the fresh tail: the
-    chunk waits until the tail moves on. Forced, it takes the results from the tail
-    instead, so every message outside the tail is folded and no pair is split.
+    chunk waits until the tail moves on.
     """
     limit = min(start + config.threshold, outside_end)
     end_max = start + 1
@@ -165,8 +160,8 @@ def _chunk_end(
     if next_cut - start > config.threshold:
         # A call left open across more messages than a chunk may hold: split it.
         return start + config.threshold if start + config.threshold <= outside_end else None
-    if next_cut <= outside_end or force:
-        # Over the token cap only, or forced: the pair stays whole, like one oversized message.
+    if next_cut <= outside_end:
+        # Over the token cap only: the pair stays whole, like one oversized message.
         return next_cut
     return None
 

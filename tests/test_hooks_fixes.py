@@ -4,7 +4,7 @@ Every test failed before its fix: a directory ingest stopping at a workflow's
 ``journal.jsonl``, subagents ordered before the turn that started them, image bytes and
 ``tool_reference`` names dropped, a Codex prompt that only an ``event_msg`` carries
 skipped, ``"isMeta": null`` refused, threads counted once per file, and ``compact
---force`` leaving a tool call whose result lies in the fresh tail.
+--force`` leaving a tool call whose result lies in the fresh tail without saying so.
 """
 
 from __future__ import annotations
@@ -14,15 +14,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from palimpsest.graph_schema.models import NewMessage, Role
+from palimpsest.graph_schema.models import Role
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.config import CompactionSettings
-from palimpsest.scheduler.planner import plan_leaf_chunks
 from palimpsest.server.cli.main import app
 from palimpsest.server.feeds.claude_code import parse_claude_code
 from palimpsest.server.feeds.codex import parse_codex
 from palimpsest.server.feeds.ingest import ingest_files
-from tests.test_planner import stored
 from tests.transcripts import PNG, append_jsonl, claude_line, claude_turns, codex_lines
 
 S1 = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -110,18 +107,25 @@ def test_codex_prompts_from_event_messages_are_taken_once(tmp_path: Path) -> Non
     assert [m.metadata["codex_type"] for m in messages if m.role is Role.user] == ["message", "user_message"]
 
 
-def test_forced_compaction_keeps_a_call_with_its_result_in_the_tail() -> None:
-    new = [
-        NewMessage(role=Role.user, content="Run the tests"),
-        NewMessage(role=Role.assistant, content="Running"),
-        NewMessage(role=Role.user, content="And lint"),
-        NewMessage(role=Role.assistant, content='Bash {"command": "ruff"}', tool_call_id="call-1"),
-        NewMessage(role=Role.tool, content="All checks passed!", tool_call_id="call-1"),
-        NewMessage(role=Role.user, content="Thanks"),
+def test_forced_compaction_says_which_tool_calls_wait_for_their_results(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    lines = [
+        {"thread_id": "t", "role": "user", "content": "Run the tests"},
+        {"thread_id": "t", "role": "assistant", "content": "Running them now"},
+        {"thread_id": "t", "role": "user", "content": "And lint"},
+        {"thread_id": "t", "role": "assistant", "content": 'Bash {"command": "ruff"}', "tool_call_id": "call-1"},
+        {"thread_id": "t", "role": "tool", "content": "All checks passed!", "tool_call_id": "call-1"},
+        {"thread_id": "t", "role": "user", "content": "Thanks"},
     ]
-    config = CompactionSettings(threshold=4, keep_recent=2, leaf_chunk_tokens=20000, escalation_fanin=4)
-    chunks = plan_leaf_chunks(stored(new), config, force=True)
-    folded = [message.seq for chunk in chunks for message in chunk]
-    # Every message outside the two-message tail is folded, and the call keeps its result.
-    assert folded == [1, 2, 3, 4, 5]
-    assert all(not (chunk[-1].tool_call_id and chunk[-1].role is Role.assistant) for chunk in chunks)
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    env = {"PALIMPSEST_KEEP_RECENT": "2", "PALIMPSEST_STORE": None, "PALIMPSEST_PARTITION": None}
+    assert CliRunner().invoke(app, ["ingest", str(path), "--store", url], env=env).exit_code == 0
+    result = CliRunner().invoke(app, ["compact", "t", "--force", "--store", url, "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    # The call is outside the two-message tail, its result inside: the pair waits whole, and the command says so.
+    assert json.loads(result.stdout)["status"] == "compacted"
+    assert result.stderr == (
+        "note: 1 message outside the fresh tail stay uncompacted: tool calls whose results are in the tail "
+        "wait with them, since a pair is never split\n"
+    )

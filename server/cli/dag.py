@@ -32,8 +32,8 @@ def compact(
         bool,
         typer.Option(
             "--force",
-            help="Fold every message outside the fresh tail, below the threshold too; a tool call takes its "
-            "results along, even from the tail, so no pair is split.",
+            help="Fold every message outside the fresh tail, below the threshold too, except a tool call whose "
+            "result is still in the tail: a pair is never split, so it waits for the tail to move on (said on stderr).",
         ),
     ] = False,
     partition: PartitionOption = None,
@@ -51,11 +51,19 @@ def compact(
     settings = settings_from_flags(store, partition)
     target = home_partition(settings)
 
-    async def work(opened: MemoryStore) -> CompactionResult:
+    async def work(opened: MemoryStore) -> tuple[CompactionResult, int]:
         summarizer = make_summarizer(settings.llm)
-        return await compact_thread(opened, target, thread_id, settings.compaction, summarizer, force=force)
+        result = await compact_thread(opened, target, thread_id, settings.compaction, summarizer, force=force)
+        uncovered = await opened.count_uncovered(target, thread_id) if force and result.status != "busy" else 0
+        return result, max(0, uncovered - settings.keep_recent)
 
-    result = run_command(lambda: on_store(settings, work))
+    result, waiting = run_command(lambda: on_store(settings, work))
+    if waiting:
+        typer.echo(
+            f"note: {waiting} {'message' if waiting == 1 else 'messages'} outside the fresh tail stay uncompacted: "
+            "tool calls whose results are in the tail wait with them, since a pair is never split",
+            err=True,
+        )
     if json:
         output.print_json(result)
         return
