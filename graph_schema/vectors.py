@@ -10,14 +10,26 @@ new vectors arrive, so the background embedding of every append never forces a r
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from palimpsest.graph_schema.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+
+    class _Numpy:
+        """numpy, imported on first use: a process that never touches vectors (a hook) never pays for it."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(importlib.import_module("numpy"), name)
+
+    np = _Numpy()
 
 #: Node kinds as small integers in the matrix's kind column.
 KIND_CODES: dict[str, int] = {"message": 0, "summary": 1, "fact": 2}

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import openai
 
 from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
 from palimpsest.scheduler.config import LlmSettings
@@ -240,6 +239,8 @@ class OpenAIEmbedder:
     async def _request(self, texts: Sequence[str]) -> list[list[float]]:
         # An endpoint refuses an empty string; a single space embeds "nothing" just as well.
         inputs = [text[:REMOTE_MAX_CHARS] or " " for text in texts]
+        import openai  # here, not at the top: the client library is slow to import and only this uses it
+
         try:
             # A client per request, as the LLM summarizer does: it binds to no event loop,
             # so one embedder serves the server, the scheduler, the CLI and every test.

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     )
     summary_model: str | None = Field(None, description="Model for LLM summaries; unset means deterministic.")
     summary_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM summary call is abandoned.")
+    startup_budget: int = Field(
+        1500, ge=100, le=100_000, description="Tokens of memory a hook hands an agent when its session starts."
+    )
     embedder: str = Field("none", description="`none`, `sentence-transformers:MODEL_OR_PATH` or `openai:MODEL`.")
     tokens_file: Path | None = Field(
         None,

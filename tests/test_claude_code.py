@@ -25,7 +25,7 @@ from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import NewMessage, Role
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.cli.main import app
-from palimpsest.server.feeds.claude_code import parse_claude_code, resume_position
+from palimpsest.server.feeds.claude_code import parse_claude_code
 from palimpsest.server.feeds.ingest import ingest_files
 
 SESSION = "5c1d2e3f-0a1b-4c2d-9e8f-7a6b5c4d3e2f"
@@ -167,7 +167,14 @@ EXPECTED: list[tuple[str, str, str, str | None, dict[str, Any]]] = [
         "tool",
         "1 failed\n[image: image/png]",
         "toolu_02",
-        {**BASE, "parent_uuid": "a-2", **SIDECHAIN, "kind": "tool_result", "is_error": True},
+        {
+            **BASE,
+            "parent_uuid": "a-2",
+            **SIDECHAIN,
+            "kind": "tool_result",
+            "is_error": True,
+            "blocks": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}],
+        },
     ),
     (
         "u-4",
@@ -233,18 +240,6 @@ def test_bad_line_names_file_and_line(tmp_path: Path, bad: Any, reason: str) -> 
         parse_claude_code(path, partition="claude")
     assert f"{path}:5: " in str(caught.value) and reason in str(caught.value)
     assert str(caught.value).endswith("nothing from this file was written")
-
-
-def test_resume_position_finds_the_line_of_a_uuid_not_its_children(tmp_path: Path) -> None:
-    path = write_lines(tmp_path / "t.jsonl", transcript())
-    after = resume_position(path, "a-1#2")
-    assert after is not None and after.line == 5
-    assert path.read_bytes()[after.offset :].startswith(b'{"parentUuid": "a-1"')
-    assert resume_position(path, "u-5").offset == path.stat().st_size
-    assert resume_position(path, "never-stored") is None
-    resumed = parse_claude_code(path, partition="claude", start=after)
-    assert [m.message_id for m in resumed.batches[0].messages] == ["u-2", "a-2", "u-3", "u-4", "a-3"]
-    assert resumed.batches[0].first_line == 5
 
 
 async def test_ingest_into_the_store_is_idempotent_and_adds_only_new_lines(store: MemoryStore, tmp_path: Path) -> None:
@@ -321,15 +316,15 @@ def test_hook_ingests_silently_then_reads_only_new_lines(store_url: str, tmp_pat
     assert (first.exit_code, first.stdout, first.stderr) == (0, "", "")
     assert (stats(store_url)["threads"], stats(store_url)["messages"]) == (1, 9)
 
-    # Damage a line already stored: a hook that re-read the whole file would now fail.
+    # Damage a line already stored, keeping its length: a hook that re-read the whole file would now fail.
     lines = path.read_text(encoding="utf-8").splitlines()
-    lines[2] = "{damaged"
+    lines[2] = "{" + "x" * (len(lines[2].encode("utf-8")) - 1)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_lines(path, [entry("user", "u-6", "Et les refresh tokens ?", 8, parent="a-3")], mode="a")
     second = hook(hook_input(path, "PreCompact"), store_url, "--json")
     assert second.exit_code == 0, second.output
     report = json.loads(second.stdout)
-    assert (report["messages"], report["appended"], report["duplicates"], report["skipped"]) == (1, 1, 0, 1)
+    assert (report["messages"], report["appended"], report["duplicates"], report["skipped"]) == (1, 1, 0, 0)
     assert stats(store_url)["messages"] == 10
 
     assert hook(hook_input(path, "SessionEnd"), store_url).exit_code == 0
@@ -419,4 +414,7 @@ def test_stored_hook_session_reads_back(tmp_path: Path) -> None:
         finally:
             await store.close()
 
-    assert rows(asyncio.run(read_back())) == EXPECTED
+    stored = asyncio.run(read_back())
+    # The last message carries where the hook stopped reading: the file's end.
+    assert stored[-1].metadata.pop("hook_cursor") == {str(path): [path.stat().st_size, 12]}
+    assert rows(stored) == EXPECTED

@@ -13,7 +13,6 @@ import typer
 
 from palimpsest.graph_schema.models import ExpandPage, Summary
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.cli import output
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
     JsonOption,
@@ -30,7 +29,12 @@ from palimpsest.server.cli.support import (
 def compact(
     thread_id: Annotated[str, typer.Argument(help="The thread to compact.")],
     force: Annotated[
-        bool, typer.Option("--force", help="Fold every message outside the fresh tail, below the threshold too.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Fold every message outside the fresh tail, below the threshold too, except a tool call whose "
+            "result is still in the tail: a pair is never split, so it waits for the tail to move on (said on stderr).",
+        ),
     ] = False,
     partition: PartitionOption = None,
     store: StoreOption = None,
@@ -42,15 +46,24 @@ def compact(
     """
     from palimpsest.scheduler.compaction import CompactionResult, compact_thread
     from palimpsest.scheduler.summarizers import make_summarizer
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store, partition)
     target = home_partition(settings)
 
-    async def work(opened: MemoryStore) -> CompactionResult:
+    async def work(opened: MemoryStore) -> tuple[CompactionResult, int]:
         summarizer = make_summarizer(settings.llm)
-        return await compact_thread(opened, target, thread_id, settings.compaction, summarizer, force=force)
+        result = await compact_thread(opened, target, thread_id, settings.compaction, summarizer, force=force)
+        uncovered = await opened.count_uncovered(target, thread_id) if force and result.status != "busy" else 0
+        return result, max(0, uncovered - settings.keep_recent)
 
-    result = run_command(lambda: on_store(settings, work))
+    result, waiting = run_command(lambda: on_store(settings, work))
+    if waiting:
+        typer.echo(
+            f"note: {waiting} {'message' if waiting == 1 else 'messages'} outside the fresh tail stay uncompacted: "
+            "tool calls whose results are in the tail wait with them, since a pair is never split",
+            err=True,
+        )
     if json:
         output.print_json(result)
         return
@@ -79,6 +92,8 @@ def describe(
 
     Example: palimpsest describe sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4
     """
+    from palimpsest.server.cli import output
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 
@@ -113,6 +128,8 @@ def expand(
 
     Example: palimpsest expand sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4 --limit 50
     """
+    from palimpsest.server.cli import output
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 

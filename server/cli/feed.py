@@ -1,28 +1,29 @@
-"""The commands that feed memory: ``ingest`` for transcript files, ``hook claude`` for each turn.
+"""The commands that feed memory: ``ingest`` for transcript files, ``hook AGENT`` for each turn.
 
-Both write; neither reads back. ``ingest`` takes files after the fact (JSONL, Claude Code
-transcripts, Codex rollouts), ``hook`` is what an agent runs as it works, so memory
-keeps up without anyone running ``ingest``. ``palimpsest.server.cli.main`` registers them on the app.
+``ingest`` takes files after the fact (JSONL, Claude Code transcripts, Codex rollouts);
+``hook`` is what an agent runs as it works, so memory keeps up without anyone running
+``ingest``, and hands memory back when a session starts. A hook runs after every turn,
+so this module imports at the top only what the CLI needs to parse arguments; each
+command imports what it uses. ``palimpsest.server.cli.main`` registers them on the app.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import make_embedder
-from palimpsest.scheduler.embedding import backfill_embeddings
-from palimpsest.server.cli import output
 from palimpsest.server.cli.support import JsonOption, StoreOption, fail, on_store, run_command, settings_from_flags
-from palimpsest.server.feeds.claude_code import PARTITION as CLAUDE_PARTITION
-from palimpsest.server.feeds.claude_hook import ingest_hook, read_hook_input
-from palimpsest.server.feeds.ingest import FileIngest, IngestReport, expand_paths, ingest_files
+
+if TYPE_CHECKING:
+    from palimpsest.server.feeds.hooks import HookOutcome
+    from palimpsest.server.feeds.ingest import IngestReport
 
 #: Files at least this big, all together, get a progress bar while ingesting.
 PROGRESS_BYTES = 1024 * 1024
@@ -71,6 +72,11 @@ def ingest(
 
     Example: palimpsest ingest ~/.codex/sessions --format codex
     """
+    from palimpsest.scheduler.embedders import make_embedder
+    from palimpsest.scheduler.embedding import backfill_embeddings
+    from palimpsest.server.cli import output
+    from palimpsest.server.feeds.ingest import expand_paths, ingest_files
+
     settings = settings_from_flags(store, partition)
     try:
         files = expand_paths(paths)
@@ -82,8 +88,9 @@ def ingest(
     async def work(opened: MemoryStore) -> IngestReport:
         embedder = make_embedder(settings.embedder, settings.llm)
         with output.ingest_progress(show_bar) as progress:
+            # The paths as given: a file found in a directory may be left out, a named one may not.
             report = await ingest_files(
-                opened, files, partition=settings.partition, format=format.value, progress=progress
+                opened, paths, partition=settings.partition, format=format.value, progress=progress
             )
         if embedder is not None:
             written = sorted({name for item in report.files for name in item.partitions})
@@ -96,47 +103,108 @@ def ingest(
         output.print_json(report)
     else:
         output.stdout_console().print(output.ingest_table(report))
+    if report.not_transcripts and not json:
+        typer.echo(f"left out {len(report.not_transcripts)} files that hold no transcript", err=True)
 
 
 # -- hooks: agents feeding memory as they work ---------------------------------------------
 
 hook_app = typer.Typer(
     name="hook",
-    help="Commands an agent runs as its hooks, to store every turn as it happens.\n\nExample: palimpsest hook claude",
+    help="Commands an agent runs as its hooks, to store every turn as it happens and get memory back at "
+    "session start.\n\nExample: palimpsest hook claude",
     no_args_is_help=True,
 )
 
+#: Each agent's hook: its request builder (module, function), and its help.
+HOOKS: dict[str, tuple[str, str, str]] = {
+    "claude": (
+        "claude_hook",
+        "claude_request",
+        "A Claude Code hook (SessionStart, Stop, PreCompact, SessionEnd): stores the session's new lines and its "
+        "subagents'; on SessionStart prints the memory as hookSpecificOutput.additionalContext.",
+    ),
+    "codex": (
+        "codex_hook",
+        "codex_request",
+        "A Codex hook (SessionStart, Stop, PreCompact): stores the rollout's new lines (found under "
+        "$CODEX_HOME/sessions when transcript_path is null); on SessionStart prints the memory.",
+    ),
+    "windsurf": (
+        "windsurf",
+        "windsurf_request",
+        "A Windsurf Cascade hook (post_cascade_response_with_transcript, or pre_user_prompt and "
+        "post_cascade_response): stores the turn and rewrites .windsurf/rules/palimpsest.md after each response.",
+    ),
+    "antigravity": (
+        "antigravity",
+        "antigravity_request",
+        "An Antigravity hook, in Gemini CLI's shape (SessionStart, AfterAgent, PreCompress) or agy's own "
+        "(conversationId, transcriptPath): stores the turn; on SessionStart prints the memory.",
+    ),
+    "cursor": (
+        "cursor",
+        "cursor_request",
+        "A Cursor hook (sessionStart, beforeSubmitPrompt, afterAgentResponse, afterAgentThought, stop): stores "
+        "the prompt and the reply; on sessionStart prints the memory as additional_context.",
+    ),
+}
 
-@hook_app.command("claude")
-def hook_claude(
-    partition: Annotated[
-        str | None,
-        typer.Option(
-            "--partition", metavar="NAME", help="Partition to write to; else PALIMPSEST_PARTITION, else claude."
-        ),
-    ] = None,
-    store: StoreOption = None,
-    json: Annotated[
-        bool, typer.Option("--json", help="Print what was ingested as JSON (a hook prints nothing).")
-    ] = False,
-) -> None:
-    """A Claude Code hook: reads the hook's JSON on stdin and ingests the session's new lines.
 
-    Register it on Stop, PreCompact and SessionEnd in .claude/settings.json (see the README).
+def run_hook_command(agent: str, partition: str | None, store: str | None, json: bool) -> None:
+    """Read the agent's payload on stdin, store what is new, print what the agent takes back.
 
-    Prints nothing on success; on failure one line on stderr and exit code 1 (never 2, which would block Claude Code).
-
-    Example: palimpsest hook claude --partition claude
+    Imports only what a hook needs, here rather than at the top: it runs after every turn.
     """
+    import importlib
+
+    from palimpsest.server.feeds.hooks import read_payload, run_hook
+
+    module, function, _ = HOOKS[agent]
+    build = getattr(importlib.import_module(f"palimpsest.server.feeds.{module}"), function)
     settings = settings_from_flags(store, partition)
     try:
-        hook = read_hook_input(sys.stdin.read())
+        request = build(read_payload(sys.stdin.read()))
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
 
-    async def work(opened: MemoryStore) -> FileIngest:
-        return await ingest_hook(opened, hook, partition=settings.partition or CLAUDE_PARTITION)
+    async def work(opened: MemoryStore) -> HookOutcome:
+        return await run_hook(opened, request, partition=settings.partition or agent, budget=settings.startup_budget)
 
-    result = run_command(lambda: on_store(settings, work))
+    outcome = run_command(lambda: on_store(settings, work))
     if json:
-        output.print_json(result)
+        from palimpsest.server.cli import output
+
+        output.print_json(outcome.report)
+    elif outcome.reply is not None:
+        typer.echo(outcome.reply)
+
+
+def _hook_command(agent: str) -> Callable[..., None]:
+    """The ``palimpsest hook AGENT`` command: the same options for every agent."""
+
+    def command(
+        partition: Annotated[
+            str | None,
+            typer.Option(
+                "--partition",
+                metavar="NAME",
+                help="Partition to write to; else PALIMPSEST_PARTITION, else the agent's name.",
+            ),
+        ] = None,
+        store: StoreOption = None,
+        json: Annotated[
+            bool, typer.Option("--json", help="Print what was stored as JSON instead of what the agent reads.")
+        ] = False,
+    ) -> None:
+        run_hook_command(agent, partition, store, json)
+
+    command.__doc__ = (
+        f"{HOOKS[agent][2]}\n\nPrints nothing else on success; on failure one line on stderr and exit code 1 "
+        f"(never 2, which would block the agent).\n\nExample: palimpsest hook {agent} --partition {agent}"
+    )
+    return command
+
+
+for _agent in HOOKS:
+    hook_app.command(_agent)(_hook_command(_agent))

@@ -27,10 +27,8 @@ import typer
 from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.models import MaintenanceCycle, StoreStats
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import make_embedder
 from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
-from palimpsest.server.cli import output
 from palimpsest.server.cli import search as cli_search
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
@@ -71,6 +69,8 @@ def stats(
 
     Example: palimpsest stats --partition claude-code
     """
+    from palimpsest.server.cli import output
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 
@@ -97,6 +97,7 @@ def doctor(
     Example: palimpsest doctor --store sqlite:///memory.db
     """
     from palimpsest.graph_schema.doctor import Breach, check_store
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store)
 
@@ -156,6 +157,7 @@ def serve(
 
 async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> None:
     """Run the maintenance jobs now and on their intervals until SIGINT or SIGTERM."""
+    from palimpsest.scheduler.embedders import make_embedder
     from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
 
@@ -191,8 +193,10 @@ def maintain(
 
     Example: palimpsest maintain --once --store sqlite:///memory.db
     """
+    from palimpsest.scheduler.embedders import make_embedder
     from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store)
     if not once:

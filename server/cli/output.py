@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from rich.console import Console, Group
@@ -23,11 +23,13 @@ from rich.table import Table
 from rich.text import Text
 
 from palimpsest.graph_schema.models import ExpandPage, FactStats, MaintenanceCycle, Message, StoreStats, Summary
-from palimpsest.scheduler.facts import KgResult
-from palimpsest.server.feeds.ingest import IngestProgress, IngestReport, ProgressCallback
-from palimpsest.server.retrieval.context import AssembledContext
-from palimpsest.server.retrieval.grep import GrepHit
-from palimpsest.server.retrieval.recall import RecallResult
+
+if TYPE_CHECKING:  # only annotations: importing retrieval here would load it for every command
+    from palimpsest.scheduler.facts import KgResult
+    from palimpsest.server.feeds.ingest import IngestProgress, IngestReport, ProgressCallback
+    from palimpsest.server.retrieval.context import AssembledContext
+    from palimpsest.server.retrieval.grep import GrepHit
+    from palimpsest.server.retrieval.recall import RecallResult
 
 
 def stdout_console() -> Console:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import make_embedder
-from palimpsest.server.cli import output
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
     JsonOption,
@@ -28,14 +26,11 @@ from palimpsest.server.cli.support import (
     run_command,
     settings_from_flags,
 )
-from palimpsest.server.retrieval.context import (
-    DEFAULT_BUDGET,
-    MAX_BUDGET,
-    MIN_BUDGET,
-    AssembledContext,
-    assemble_context,
-)
-from palimpsest.server.retrieval.grep import GrepResult, grep_memories
+from palimpsest.server.retrieval.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET
+
+if TYPE_CHECKING:
+    from palimpsest.server.retrieval.context import AssembledContext
+    from palimpsest.server.retrieval.grep import GrepResult
 
 
 class GrepMode(StrEnum):
@@ -79,6 +74,10 @@ def grep(
 
     Example: palimpsest grep "refresh token" --thread 3f2c9a1e-session --limit 5
     """
+    from palimpsest.scheduler.embedders import make_embedder
+    from palimpsest.server.cli import output
+    from palimpsest.server.retrieval.grep import grep_memories
+
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
 
@@ -116,6 +115,7 @@ def kg(
     Example: palimpsest kg on --thread 3f2c9a1e-session
     """
     from palimpsest.scheduler.facts import KgAction, KgResult, kg_command
+    from palimpsest.server.cli import output
 
     settings = settings_from_flags(store, partition)
     target = home_partition(settings)
@@ -149,6 +149,7 @@ def recall(
     Example: palimpsest recall "how do we authenticate API calls" --project api
     """
     from palimpsest.server import retrieval
+    from palimpsest.server.cli import output
     from palimpsest.server.retrieval.recall import RecallResult
 
     settings = settings_from_flags(store, partition)
@@ -187,6 +188,9 @@ def context(
 
     Example: palimpsest context 3f2c9a1e-session --budget 8000 --query "refresh token rotation"
     """
+    from palimpsest.server.cli import output
+    from palimpsest.server.retrieval.context import assemble_context
+
     settings = settings_from_flags(store, partition)
     target = home_partition(settings)
 

@@ -7,13 +7,17 @@ is a string or a list of blocks) among bookkeeping lines (``summary``,
 ``file-history-snapshot``, ``system``, ``queue-operation``, ...), which are skipped and
 counted. The mapping, decided once here:
 
-- thread = the line's ``sessionId``; project = the last component of its ``cwd``;
+- thread = the line's ``sessionId`` (a workflow agent's ``<session>#agent-<id>`` is its
+  session's thread, the agent kept as metadata ``workflow_agent``); project = the last
+  component of its ``cwd``;
 - source id = the line's ``uuid``, then ``uuid#1``, ``uuid#2``... for further messages
   of the same line, so ingesting again adds nothing and a grown transcript adds only
   its new lines;
-- consecutive text blocks (images and documents as a placeholder naming them) become
-  one message with the line's role; each ``tool_use`` an assistant message whose
-  ``tool_call_id`` is the block id and content ``Name {json input}``; each
+- consecutive text blocks become one message with the line's role; an image, a
+  document or any other block that is not text stands in the text as a placeholder
+  naming it (``[image: image/png]``, ``[tool_reference: Read]``) and is kept whole,
+  data included, in the message's metadata ``blocks``, so nothing of it is lost;
+  each ``tool_use`` an assistant message whose ``tool_call_id`` is the block id and content ``Name {json input}``; each
   ``tool_result`` a ``tool`` message answering ``tool_use_id``, its text blocks joined;
 - ``thinking`` blocks are kept as assistant messages with metadata ``kind: thinking``:
   nothing is lost is the product's promise, and why a decision was made is what a later
@@ -33,13 +37,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Name, NewMessage, Role, UtcDatetime
 from palimpsest.server.feeds.transcripts import (
     FilePosition,
     ParsedTranscript,
     Piece,
     ProgressCallback,
+    ReadState,
     ThreadGrouper,
     decode_object,
     describe_validation,
@@ -87,11 +91,23 @@ class _Line(BaseModel):
     parent_uuid: str | None = Field(None, alias="parentUuid")
     cwd: str | None = None
     git_branch: str | None = Field(None, alias="gitBranch")
-    is_sidechain: bool = Field(False, alias="isSidechain")
+    # Optional flags: Claude Code writes them as true, false, null or not at all.
+    is_sidechain: bool | None = Field(None, alias="isSidechain")
     agent_id: str | None = Field(None, alias="agentId")
-    is_meta: bool = Field(False, alias="isMeta")
-    is_compact_summary: bool = Field(False, alias="isCompactSummary")
-    is_api_error: bool = Field(False, alias="isApiErrorMessage")
+    is_meta: bool | None = Field(None, alias="isMeta")
+    is_compact_summary: bool | None = Field(None, alias="isCompactSummary")
+    is_api_error: bool | None = Field(None, alias="isApiErrorMessage")
+
+    @property
+    def thread_id(self) -> str:
+        """The session the line belongs to: a workflow agent's ``<session>#agent-<id>`` is its session's."""
+        return self.session_id.split("#", 1)[0] or self.session_id
+
+    @property
+    def workflow_agent(self) -> str | None:
+        """The ``agent-<id>`` a workflow agent's ``sessionId`` names after ``#``, if any."""
+        _, mark, agent = self.session_id.partition("#")
+        return agent if mark and agent else None
 
 
 class _BadBlock(Exception):
@@ -116,15 +132,24 @@ def _string(block: dict[str, Any], key: str, index: int) -> str:
 
 
 def _placeholder(block: dict[str, Any]) -> str:
-    """A non-text block named in text: ``[image: image/png]``, ``[document: spec.pdf]``, ``[kind]``."""
+    """A non-text block named in text: ``[image: image/png]``, ``[tool_reference: Read]``, ``[kind]``.
+
+    The block itself is kept whole in the message's metadata (``blocks``), so the text
+    only says what stood there.
+    """
     kind = str(block.get("type"))
     source = block.get("source")
-    detail = block.get("title") or (source.get("media_type") if isinstance(source, dict) else None)
+    detail = (
+        block.get("title")
+        or block.get("tool_name")
+        or block.get("name")
+        or (source.get("media_type") if isinstance(source, dict) else None)
+    )
     return f"[{kind}: {detail}]" if isinstance(detail, str) and detail else f"[{kind}]"
 
 
-def _result_text(content: Any, index: int) -> str:
-    """A tool result's content as text: a string, or its blocks' text joined, others named."""
+def _result_text(content: Any, index: int, kept: list[dict[str, Any]]) -> str:
+    """A tool result's content as text: a string, or its blocks' text joined, others named and kept."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -137,9 +162,15 @@ def _result_text(content: Any, index: int) -> str:
             parts.append(part["text"])
         elif isinstance(part, dict):
             parts.append(_placeholder(part))
+            kept.append(part)
         else:
             raise _BadBlock(f"message.content[{index}]: a tool result's blocks must be JSON objects")
     return "\n".join(parts)
+
+
+def _kept(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The metadata holding a message's non-text blocks verbatim, or None when it has none."""
+    return {"blocks": list(blocks)} if blocks else None
 
 
 def _pieces(line: _Line) -> list[Piece]:
@@ -152,11 +183,13 @@ def _pieces(line: _Line) -> list[Piece]:
         raise _BadBlock("message.content must be a string or a list of JSON objects (content blocks)")
     pieces: list[Piece] = []
     texts: list[str] = []
+    blocks: list[dict[str, Any]] = []
 
     def flush() -> None:
         if texts:
-            pieces.append(Piece(role, "\n\n".join(texts), "text"))
+            pieces.append(Piece(role, "\n\n".join(texts), "text", extra=_kept(blocks)))
             texts.clear()
+            blocks.clear()
 
     for index, block in enumerate(content):
         kind = block.get("type")
@@ -172,8 +205,10 @@ def _pieces(line: _Line) -> list[Piece]:
         elif isinstance(kind, str) and kind.endswith(_RESULT_SUFFIX):
             flush()
             call_id = _string(block, "tool_use_id", index)
-            extra = {"is_error": True} if block.get("is_error") is True else None
-            pieces.append(Piece(Role.tool, _result_text(block.get("content"), index), "tool_result", call_id, extra))
+            inner: list[dict[str, Any]] = []
+            text = _result_text(block.get("content"), index, inner)
+            extra = {**({"is_error": True} if block.get("is_error") is True else {}), **(_kept(inner) or {})}
+            pieces.append(Piece(Role.tool, text, "tool_result", call_id, extra or None))
         elif kind == "thinking":
             flush()
             thought = _string(block, "thinking", index)
@@ -183,6 +218,7 @@ def _pieces(line: _Line) -> list[Piece]:
             continue
         elif isinstance(kind, str):
             texts.append(_placeholder(block))
+            blocks.append(block)
         else:
             raise _BadBlock(f"message.content[{index}]: a content block needs a string 'type'")
     flush()
@@ -198,13 +234,14 @@ def _line_metadata(line: _Line) -> dict[str, Any]:
         "cwd": line.cwd,
         "parent_uuid": line.parent_uuid,
         "agent_id": line.agent_id if line.is_sidechain else None,
+        "workflow_agent": line.workflow_agent,
     }
     metadata.update({key: value for key, value in optional.items() if value})
     flags = {
-        "sidechain": line.is_sidechain,
-        "meta": line.is_meta,
-        "compact_summary": line.is_compact_summary,
-        "api_error": line.is_api_error,
+        "sidechain": line.is_sidechain is True,
+        "meta": line.is_meta is True,
+        "compact_summary": line.is_compact_summary is True,
+        "api_error": line.is_api_error is True,
     }
     metadata.update({key: True for key, value in flags.items() if value})
     return metadata
@@ -216,6 +253,7 @@ def parse_claude_code(
     partition: str,
     progress: ProgressCallback | None = None,
     start: FilePosition | None = None,
+    state: ReadState | None = None,
 ) -> ParsedTranscript:
     """Parse and check a Claude Code transcript into append batches, writing nothing.
 
@@ -225,6 +263,7 @@ def parse_claude_code(
         progress: Called now and then with the bytes read so far.
         start: Read from this line on (what a hook does when the session is already
             stored up to there); the whole file by default.
+        state: Updated with where reading stopped, for the next read to start there.
 
     Returns:
         The batches (one thread per session) and how many lines were bookkeeping.
@@ -236,7 +275,8 @@ def parse_claude_code(
     """
     grouper = ThreadGrouper(path, strict_project=False)
     skipped = 0
-    for number, raw in read_lines(path, progress=progress, start=start):
+    state = state if state is not None else ReadState()
+    for number, raw in read_lines(path, progress=progress, start=start, state=state):
         value = decode_object(path, number, raw)
         kind = value.get("type")
         if not isinstance(kind, str):
@@ -260,7 +300,7 @@ def parse_claude_code(
             grouper.add(
                 number,
                 partition=partition,
-                thread_id=line.session_id,
+                thread_id=line.thread_id,
                 project=project,
                 message=NewMessage.model_construct(
                     role=piece.role,
@@ -271,40 +311,4 @@ def parse_claude_code(
                     metadata={**base, "kind": piece.kind, **(piece.extra or {})},
                 ),
             )
-    return ParsedTranscript(grouper.batches(), skipped)
-
-
-def resume_position(path: Path, source_id: str) -> FilePosition | None:
-    """Where the lines after the one a stored message came from begin, if that line is in the file.
-
-    A hook runs on every turn; reading only what follows the session's last stored
-    message keeps it quick however long the session grew. The message's source id
-    names its line (``uuid`` or ``uuid#k``); only a line whose own ``uuid`` is that one
-    counts (a later line names it as ``parentUuid``).
-
-    Returns:
-        The position after that line, or ``None`` when no line has that uuid (the
-        message came from elsewhere): then the whole file has to be read.
-
-    Raises:
-        InvalidInput: if the file cannot be read.
-    """
-    uuid = source_id.split("#", 1)[0]
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read the file ({exc.strerror})") from None
-    needle = json.dumps(uuid).encode("utf-8")
-    found = data.find(needle)
-    while found != -1:
-        begin = data.rfind(b"\n", 0, found) + 1
-        end = data.find(b"\n", found)
-        stop = len(data) if end == -1 else end + 1
-        try:
-            value = json.loads(data[begin:stop])
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and value.get("uuid") == uuid:
-            return FilePosition(offset=stop, line=data.count(b"\n", 0, stop) + 1)
-        found = data.find(needle, stop)
-    return None
+    return ParsedTranscript(grouper.batches(), skipped, state.position)

@@ -1,94 +1,82 @@
-"""What ``palimpsest hook claude`` does: store a Claude Code session as it happens.
+"""What ``palimpsest hook claude`` reads: Claude Code's hook payload, its transcript and its subagents'.
 
-Claude Code runs a hook command on events such as ``Stop`` (every finished turn),
-``PreCompact`` and ``SessionEnd``, with a JSON object on stdin naming the session and
-its transcript: ``{"session_id", "transcript_path", "cwd", "hook_event_name", ...}``.
-The hook ingests that transcript, so memory keeps every turn even if nobody ever runs
-``palimpsest ingest``.
+Claude Code runs a hook command on events such as ``SessionStart``, ``Stop`` (every
+finished turn), ``PreCompact`` and ``SessionEnd``, with a JSON object on stdin:
+``{"session_id", "transcript_path", "cwd", "hook_event_name", "source"?, ...}``.
 
-It runs after every turn, so it must be quick on a session of any length: when the
-session is already stored, only the lines after the one its last stored message came
-from are read (``claude_code.resume_position``); otherwise, the whole transcript.
-Either way it is idempotent, and a bad line still stops it before any write.
+- Capture: the transcript, then every ``<session>/subagents/**/*.jsonl`` beside it, so
+  a subagent's messages land in the session's thread after the turn that started them
+  (files there that are not transcripts, a workflow's ``journal.jsonl``, are left out).
+- Memory: on ``SessionStart``, ``hookSpecificOutput.additionalContext``: the project's
+  earlier sessions for ``source`` ``startup`` or ``clear``, this thread's context for
+  ``resume`` or ``compact`` (the agent's own compaction just dropped it).
+
+On ``SessionStart`` the transcript may not exist yet (a new session); on any other
+event a missing transcript is an error.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.server.feeds.claude_code import FORMAT, PARTITION, parse_claude_code, recognizes
+from palimpsest.server.feeds.hooks import (
+    HookRequest,
+    TranscriptFile,
+    additional_context,
+    text_field,
+)
 
-from palimpsest.graph_schema.errors import InvalidInput, NotFound
-from palimpsest.graph_schema.models import Name
-from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.feeds.claude_code import FORMAT, parse_claude_code, resume_position
-from palimpsest.server.feeds.ingest import FileIngest, append_transcript
-from palimpsest.server.feeds.transcripts import FilePosition, describe_validation
-
-
-class HookInput(BaseModel):
-    """The part of a Claude Code hook's stdin the hook reads; other keys are allowed and ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    session_id: Name
-    transcript_path: Name
-    cwd: str | None = None
-    hook_event_name: str | None = None
-
-    @property
-    def transcript(self) -> Path:
-        """The transcript file, ``~`` expanded."""
-        return Path(self.transcript_path).expanduser()
+#: ``SessionStart`` sources after which the agent lost its own context of this thread.
+RESUMING = frozenset({"resume", "compact"})
+AGENT = PARTITION
 
 
-def read_hook_input(text: str) -> HookInput:
-    """Parse and check a hook's stdin before anything opens the store.
+def _is_claude_transcript(path: Path) -> bool:
+    """Whether a file beside the transcript holds Claude Code lines (not a workflow's journal)."""
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                if raw.strip():
+                    value = json.loads(raw)
+                    return isinstance(value, dict) and recognizes(value) == FORMAT
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def subagent_files(transcript: Path) -> list[Path]:
+    """The transcripts of the session's subagents: ``<session>/subagents/**/*.jsonl``, in path order."""
+    folder = transcript.with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.rglob("*.jsonl") if path.is_file())
+
+
+def claude_request(payload: dict[str, Any]) -> HookRequest:
+    """Claude Code's payload as a `HookRequest`.
 
     Raises:
-        InvalidInput: if the input is not a JSON object with ``session_id`` and
-            ``transcript_path``, or the transcript is not a file.
+        InvalidInput: without ``session_id`` or ``transcript_path``, or, on an event
+            other than ``SessionStart``, a transcript that is not a file.
     """
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            f"hook input on stdin is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
-    if not isinstance(value, dict):
-        raise InvalidInput("hook input on stdin must be a JSON object")
-    try:
-        hook = HookInput.model_validate(value)
-    except ValidationError as exc:
-        raise InvalidInput(f"hook input on stdin: {describe_validation(exc)}") from None
-    if not hook.transcript.is_file():
-        raise InvalidInput(f"transcript {hook.transcript} of session {hook.session_id!r} is not a file")
-    return hook
-
-
-async def _resume_from(store: MemoryStore, partition: str, hook: HookInput) -> FilePosition | None:
-    """Where the unread part of the transcript starts, ``None`` to read all of it."""
-    try:
-        thread = await store.get_thread(None, hook.session_id)
-    except NotFound:
-        return None
-    if thread.partition != partition or thread.message_count == 0:
-        return None
-    last = await store.get_messages(partition, hook.session_id, first_seq=thread.message_count - 1, limit=1)
-    return resume_position(hook.transcript, last[-1].source_id) if last else None
-
-
-async def ingest_hook(store: MemoryStore, hook: HookInput, *, partition: str) -> FileIngest:
-    """Ingest the transcript a hook names into ``partition``, reading only what is new.
-
-    Returns:
-        What was read and appended (``messages`` counts only the lines read this time).
-
-    Raises:
-        InvalidInput: naming ``FILE:LINE`` for a bad line; nothing written.
-        Conflict: if the session is stored in another partition; nothing written.
-    """
-    start = await _resume_from(store, partition, hook)
-    parsed = parse_claude_code(hook.transcript, partition=partition, start=start)
-    return await append_transcript(store, hook.transcript, FORMAT, parsed)
+    session = text_field(payload, "session_id", required=True)
+    path_text = text_field(payload, "transcript_path", required=True)
+    assert session is not None and path_text is not None
+    event = text_field(payload, "hook_event_name") or "Stop"
+    transcript = Path(path_text).expanduser()
+    starting = event == "SessionStart"
+    if not transcript.is_file() and not starting:
+        raise InvalidInput(f"transcript {transcript} of session {session!r} is not a file")
+    files = [TranscriptFile(transcript, parse_claude_code)] if transcript.is_file() else []
+    files += [TranscriptFile(path, parse_claude_code, _is_claude_transcript) for path in subagent_files(transcript)]
+    request = HookRequest(
+        agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files
+    )
+    if starting:
+        request.memory = "thread" if payload.get("source") in RESUMING else "project"
+        request.reply = additional_context(event)
+    return request

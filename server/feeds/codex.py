@@ -5,14 +5,17 @@ Codex appends to ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`` on
 the session (``payload.id``) and its ``cwd``; ``response_item`` lines are what the model
 saw and said; ``turn_context`` says which model ran a turn; ``event_msg`` lines repeat
 the response items for the UI and ``compacted`` lines hold Codex's own summary of
-earlier items, so both are skipped (and counted), as is any other bookkeeping. The
+earlier items, so both are skipped (and counted), as is any other bookkeeping, except
+a ``user_message`` event whose prompt no ``message`` item carries (some builds write a
+prompt only there): it is the user's message, taken once (see ``_Prompts``). The
 mapping, decided once here:
 
 - thread = the session id; project = the last component of its ``cwd``;
 - source id = ``line-N``, N the line number: Codex only ever appends to a rollout, so
   ingesting again adds nothing and a grown rollout adds its new lines;
 - ``message`` → a message of its role (``developer`` becomes ``system``, keeping
-  ``codex_role``); its text parts joined, images as ``[image]``. The context Codex
+  ``codex_role``); its text parts joined, images as ``[image]`` with the part kept whole
+  in metadata ``blocks``. The context Codex
   injects as user messages (``<environment_context>``, ``<user_instructions>``,
   AGENTS.md) is kept, marked with metadata ``injected``;
 - ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -39,9 +43,11 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from palimpsest.graph_schema.models import NewMessage, Role, UtcDatetime
 from palimpsest.server.feeds.transcripts import (
+    FilePosition,
     ParsedTranscript,
     Piece,
     ProgressCallback,
+    ReadState,
     ThreadGrouper,
     decode_object,
     describe_validation,
@@ -110,8 +116,8 @@ def _string(payload: dict[str, Any], key: str) -> str:
     return value
 
 
-def _parts_text(parts: Any, what: str) -> str:
-    """Text parts of a message or tool output joined; images and other parts named."""
+def _parts_text(parts: Any, what: str, kept: list[dict[str, Any]] | None = None) -> str:
+    """Text parts of a message or tool output joined; images and other parts named, and kept whole in ``kept``."""
     if not isinstance(parts, list):
         raise _BadItem(f"{what} must be a list of parts")
     texts: list[str] = []
@@ -121,20 +127,20 @@ def _parts_text(parts: Any, what: str) -> str:
         kind = part.get("type")
         if isinstance(part.get("text"), str):
             texts.append(part["text"])
-        elif kind == "input_image":
-            texts.append("[image]")
         else:
-            texts.append(f"[{kind}]")
+            texts.append("[image]" if kind == "input_image" else f"[{kind}]")
+            if kept is not None:
+                kept.append(part)
     return "\n\n".join(texts)
 
 
-def _output(payload: dict[str, Any]) -> tuple[str, bool]:
+def _output(payload: dict[str, Any], kept: list[dict[str, Any]]) -> tuple[str, bool]:
     """A tool output's text and whether it says it failed (a string, parts, or ``{content, success}``)."""
     output = payload.get("output")
     if isinstance(output, str):
         return output, False
     if isinstance(output, list):
-        return _parts_text(output, "output"), False
+        return _parts_text(output, "output", kept), False
     if isinstance(output, dict) and isinstance(output.get("content"), str):
         return output["content"], output.get("success") is False
     raise _BadItem(f"a {payload.get('type')} item needs an output (a string, a list of parts, or content)")
@@ -153,10 +159,11 @@ def _message(payload: dict[str, Any]) -> Piece | None:
     role = _ROLES.get(role_name) if isinstance(role_name, str) else None
     if role is None:
         raise _BadItem(f"a message item needs a role among {', '.join(_ROLES)}, not {role_name!r}")
-    text = _parts_text(payload.get("content"), "content")
+    kept: list[dict[str, Any]] = []
+    text = _parts_text(payload.get("content"), "content", kept)
     if not text:
         return None
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"blocks": kept} if kept else {}
     if role_name == "developer":
         extra["codex_role"] = role_name
     injected = _injected(text) if role is Role.user else None
@@ -201,10 +208,10 @@ def _piece(payload: dict[str, Any]) -> Piece | None:
     if kind in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
         return _call(payload)
     if kind in ("function_call_output", "custom_tool_call_output"):
-        text, failed = _output(payload)
-        return Piece(
-            Role.tool, text, "tool_result", _string(payload, "call_id"), {"is_error": True} if failed else None
-        )
+        kept: list[dict[str, Any]] = []
+        text, failed = _output(payload, kept)
+        extra = {**({"is_error": True} if failed else {}), **({"blocks": kept} if kept else {})}
+        return Piece(Role.tool, text, "tool_result", _string(payload, "call_id"), extra or None)
     if kind == "reasoning":
         return _reasoning(payload)
     return None
@@ -236,13 +243,69 @@ def _metadata(session: _Session, payload: dict[str, Any], piece: Piece) -> dict[
     return metadata
 
 
-def parse_codex(path: Path, *, partition: str, progress: ProgressCallback | None = None) -> ParsedTranscript:
+class _Prompts:
+    """The user's prompts, taken once whether a ``response_item`` or an ``event_msg`` carries them.
+
+    Codex writes a prompt as a user ``message`` item and again as an ``event_msg`` of
+    type ``user_message`` with the same text; some builds write only the event. Each
+    side keeps the texts it gave that the other has not matched yet: a text the other
+    side already gave is a repeat and skipped, so a prompt is stored once either way.
+    """
+
+    def __init__(self) -> None:
+        self._from_items: Counter[str] = Counter()
+        self._from_events: Counter[str] = Counter()
+
+    def _first(self, text: str, mine: Counter[str], other: Counter[str]) -> bool:
+        if other[text] > 0:
+            other[text] -= 1
+            return False
+        mine[text] += 1
+        return True
+
+    def item(self, text: str) -> bool:
+        """Whether a user message item is a new prompt (not one an event already gave)."""
+        return self._first(text, self._from_items, self._from_events)
+
+    def event(self, text: str) -> bool:
+        """Whether a ``user_message`` event is a new prompt (not one an item already gave)."""
+        return self._first(text, self._from_events, self._from_items)
+
+
+def _user_event(payload: dict[str, Any]) -> Piece | None:
+    """The prompt a ``user_message`` event carries, its images kept whole; None for other events."""
+    text = payload.get("message")
+    if payload.get("type") != "user_message" or not isinstance(text, str) or not text:
+        return None
+    images = payload.get("images")
+    extra: dict[str, Any] = {"blocks": list(images)} if isinstance(images, list) and images else {}
+    return Piece(Role.user, text, "text", extra=extra)
+
+
+def _first_line(path: Path) -> dict[str, Any] | None:
+    """The rollout's first line, which names the session (read when a hook resumes further on)."""
+    for number, raw in read_lines(path):
+        return decode_object(path, number, raw)
+    return None
+
+
+def parse_codex(
+    path: Path,
+    *,
+    partition: str,
+    progress: ProgressCallback | None = None,
+    start: FilePosition | None = None,
+    state: ReadState | None = None,
+) -> ParsedTranscript:
     """Parse and check a Codex rollout into append batches, writing nothing.
 
     Args:
         path: The rollout.
         partition: Where its session goes.
         progress: Called now and then with the bytes read so far.
+        start: Read from this line on (a hook resuming where it stopped); the session
+            is still taken from the first line.
+        state: Updated with where reading stopped, for the next read to start there.
 
     Returns:
         The batches of the session's thread and how many lines were bookkeeping.
@@ -255,12 +318,25 @@ def parse_codex(path: Path, *, partition: str, progress: ProgressCallback | None
     """
     grouper = ThreadGrouper(path, strict_project=False)
     session = _Session()
+    prompts = _Prompts()
     legacy = False
     skipped = 0
-    for index, (number, raw) in enumerate(read_lines(path, progress=progress)):
+    resuming = start is not None and start.offset > 0
+    if resuming:
+        head = _first_line(path)
+        try:
+            if head is not None and _is_legacy_meta(head):
+                legacy = True
+                _start_session(session, head, None)
+            elif head is not None and head.get("type") == "session_meta" and isinstance(head.get("payload"), dict):
+                _start_session(session, head["payload"], None)
+        except _BadItem as exc:
+            raise line_error(path, 1, str(exc)) from None
+    state = state if state is not None else ReadState()
+    for index, (number, raw) in enumerate(read_lines(path, progress=progress, start=start, state=state)):
         value = decode_object(path, number, raw)
         try:
-            if index == 0 and _is_legacy_meta(value):
+            if index == 0 and not resuming and _is_legacy_meta(value):
                 legacy = True
                 _start_session(session, value, None)
                 skipped += 1
@@ -278,6 +354,13 @@ def parse_codex(path: Path, *, partition: str, progress: ProgressCallback | None
             elif kind == "turn_context" and isinstance(payload.get("model"), str):
                 session.model = payload["model"]
             piece = _piece(payload) if kind == "response_item" else None
+            if kind == "event_msg":
+                piece = _user_event(payload)
+                if piece is not None and not prompts.event(piece.content):
+                    piece = None
+            elif piece is not None and piece.role is Role.user and "injected" not in (piece.extra or {}):
+                if not prompts.item(piece.content):
+                    piece = None
         except ValidationError as exc:
             raise line_error(path, number, describe_validation(exc)) from None
         except _BadItem as exc:
@@ -301,4 +384,4 @@ def parse_codex(path: Path, *, partition: str, progress: ProgressCallback | None
                 metadata=_metadata(session, payload, piece),
             ),
         )
-    return ParsedTranscript(grouper.batches(), skipped)
+    return ParsedTranscript(grouper.batches(), skipped, state.position)

@@ -75,6 +75,7 @@ class FileIngest(BaseModel):
     skipped: int = Field(0, description="Lines holding no conversation (bookkeeping, metadata), left out.")
     threads: int = Field(description="Distinct threads the file touches.")
     partitions: list[str] = Field(default_factory=list, description="The partitions the file's threads are in.")
+    thread_ids: list[str] = Field(default_factory=list, exclude=True, description="The threads themselves.")
 
 
 class IngestReport(BaseModel):
@@ -85,7 +86,11 @@ class IngestReport(BaseModel):
     appended: int = Field(description="Messages newly stored, all files together.")
     duplicates: int = Field(description="Messages already stored, all files together.")
     skipped: int = Field(0, description="Lines holding no conversation, all files together.")
-    threads: int = Field(description="Sum of the files' thread counts (a thread in two files counts twice).")
+    threads: int = Field(description="Distinct threads, all files together (a thread in two files counts once).")
+    not_transcripts: list[str] = Field(
+        default_factory=list,
+        description="Files found in a directory that hold no transcript (a workflow's journal.jsonl), left out.",
+    )
 
 
 def line_source_id(line: JsonlLine, occurrence: int) -> str:
@@ -220,26 +225,56 @@ def detect_format(path: Path) -> str:
     return claude_code.FORMAT if maybe_claude else "jsonl"
 
 
+def _ingest_order(path: Path) -> tuple[str, ...]:
+    """Sort key of a directory's files: path order, but ``<session>.jsonl`` before ``<session>/...``.
+
+    Claude Code keeps a session's subagents in ``<session>/subagents/*.jsonl`` beside
+    ``<session>.jsonl``; plain path order would put them first (``abc`` sorts before
+    ``abc.jsonl``), and their messages would take sequence numbers ahead of the turn that
+    started them. Comparing the stem, then an empty marker, puts the file first.
+    """
+    return (*path.parent.parts, path.stem, "", path.suffix)
+
+
+def _sources(paths: Sequence[Path]) -> list[tuple[Path, bool]]:
+    """Each file to ingest and whether it was found in a directory (rather than named)."""
+    files: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted((item for item in path.rglob("*.jsonl") if item.is_file()), key=_ingest_order)
+            if not found:
+                raise InvalidInput(f"{path}: no .jsonl file in this directory")
+            files.extend((item, True) for item in found)
+        elif path.exists():
+            files.append((path, False))
+        else:
+            raise InvalidInput(f"{path}: no such file or directory")
+    return files
+
+
 def expand_paths(paths: Sequence[Path]) -> list[Path]:
     """The files to ingest: each file as given, each directory as every ``*.jsonl`` under it, sorted.
 
-    Sorting by path puts Codex's ``YYYY/MM/DD/rollout-<time>-...`` files in time order.
+    Sorting by path puts Codex's ``YYYY/MM/DD/rollout-<time>-...`` files in time order,
+    and a Claude Code session's own file before its subagents' (``_ingest_order``).
 
     Raises:
         InvalidInput: if a path does not exist or a directory holds no ``.jsonl`` file.
     """
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(item for item in path.rglob("*.jsonl") if item.is_file())
-            if not found:
-                raise InvalidInput(f"{path}: no .jsonl file in this directory")
-            files.extend(found)
-        elif path.exists():
-            files.append(path)
-        else:
-            raise InvalidInput(f"{path}: no such file or directory")
-    return files
+    return [path for path, _ in _sources(paths)]
+
+
+def _is_transcript(path: Path, format: str) -> bool:
+    """Whether a file found in a directory is a transcript (of ``format``, unless ``auto``).
+
+    Agents keep other JSON lines beside their transcripts (Claude Code's workflow
+    ``journal.jsonl``); a directory ingest leaves those out instead of stopping on them.
+    """
+    try:
+        found = detect_format(path)
+    except InvalidInput:
+        return False
+    return format in ("auto", found)
 
 
 async def _check_owners(store: MemoryStore, path: Path, batches: Sequence[IngestBatch]) -> None:
@@ -293,6 +328,7 @@ async def append_transcript(
         skipped=parsed.skipped,
         threads=len({batch.thread_id for batch in batches}),
         partitions=sorted({batch.partition for batch in batches}),
+        thread_ids=sorted({batch.thread_id for batch in batches}),
     )
 
 
@@ -339,7 +375,8 @@ async def ingest_files(
 
     Each file is all or nothing. A bad file stops the run; the files before it are
     already in, and since ingestion is idempotent, running the same command again once
-    the file is fixed adds only what is missing.
+    the file is fixed adds only what is missing. A file found in a directory that is
+    not a transcript at all is left out and listed in ``not_transcripts``.
 
     Args:
         store: An initialized store.
@@ -357,15 +394,19 @@ async def ingest_files(
             does not exist.
         Conflict: if a thread of a file lives in another partition.
     """
-    files = [
-        await ingest_file(store, path, partition=partition, format=format, progress=progress)
-        for path in expand_paths(paths)
-    ]
+    files: list[FileIngest] = []
+    left_out: list[str] = []
+    for path, in_directory in _sources(paths):
+        if in_directory and not _is_transcript(path, format):
+            left_out.append(str(path))
+            continue
+        files.append(await ingest_file(store, path, partition=partition, format=format, progress=progress))
     return IngestReport(
         files=files,
         messages=sum(item.messages for item in files),
         appended=sum(item.appended for item in files),
         duplicates=sum(item.duplicates for item in files),
         skipped=sum(item.skipped for item in files),
-        threads=sum(item.threads for item in files),
+        threads=len({thread for item in files for thread in item.thread_ids}),
+        not_transcripts=left_out,
     )

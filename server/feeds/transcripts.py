@@ -51,6 +51,13 @@ class FilePosition:
 
 
 @dataclass
+class ReadState:
+    """Where a read stopped: after the last whole line read, for the next read to start at."""
+
+    position: FilePosition = field(default_factory=FilePosition)
+
+
+@dataclass
 class IngestBatch:
     """Messages of one thread to append in one call, in file order (at most ``MAX_BATCH``)."""
 
@@ -84,6 +91,8 @@ class ParsedTranscript:
     batches: list[IngestBatch]
     #: Lines that hold no conversation (bookkeeping, metadata), left out on purpose.
     skipped: int = 0
+    #: Where reading stopped (the file's end, or before a half-written last line).
+    end: FilePosition | None = None
 
     @property
     def messages(self) -> int:
@@ -123,14 +132,22 @@ def describe_validation(exc: ValidationError) -> str:
 
 
 def read_lines(
-    path: Path, *, progress: ProgressCallback | None = None, start: FilePosition | None = None
+    path: Path,
+    *,
+    progress: ProgressCallback | None = None,
+    start: FilePosition | None = None,
+    state: ReadState | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """The non-blank lines of a file with their 1-based numbers, reporting bytes read.
+
+    A last line without its newline that is not yet a whole JSON value is an agent
+    still writing it: it is left for the next read, and ``state`` stops before it.
 
     Args:
         path: The file to read.
         progress: Called every ``PROGRESS_EVERY`` lines and once at the end.
         start: Where to begin (a line start); the whole file by default.
+        state: Updated with the position after each line read, for a later read to resume.
 
     Raises:
         InvalidInput: if the file cannot be opened.
@@ -142,16 +159,31 @@ def read_lines(
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read the file ({exc.strerror})") from None
     done = begin.offset
+    if state is not None:
+        state.position = begin
     with handle:
         handle.seek(begin.offset)
         for number, raw in enumerate(handle, start=begin.line):
+            if not raw.endswith(b"\n") and raw.strip() and not _whole_json(raw):
+                break
             done += len(raw)
+            if state is not None:
+                state.position = FilePosition(done, number + 1)
             if progress is not None and number % PROGRESS_EVERY == 0:
                 progress(IngestProgress(path, "read", done, total))
             if raw.strip():
                 yield number, raw
     if progress is not None:
         progress(IngestProgress(path, "read", done, total))
+
+
+def _whole_json(raw: bytes) -> bool:
+    """Whether a line is a complete JSON value (a last line may still be being written)."""
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def decode_text(path: Path, number: int, raw: bytes) -> str:

@@ -45,7 +45,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -53,7 +53,9 @@ from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.identity import estimate_tokens
 from palimpsest.graph_schema.models import Fact, FrontierItem, Message, Role, Summary
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.retrieval.recall import RecallResult, recall
+
+if TYPE_CHECKING:  # recall (and the search stack under it) loads only when a query asks for it
+    from palimpsest.server.retrieval.recall import RecallResult
 
 #: The budget an agent gets when it names none.
 DEFAULT_BUDGET = 16_000
@@ -288,6 +290,8 @@ async def assemble_context(
     facts = await store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS)
     recalled = None
     if query is not None:
+        from palimpsest.server.retrieval.recall import recall
+
         recalled = await recall(store, query, partition=partition, limit=RECALL_LIMIT)
     pages = _MessagePages(store, partition, thread_id, [item for item in frontier if item.kind == "message"])
     fact_candidates = [

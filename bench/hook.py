@@ -1,0 +1,146 @@
+"""How long ``palimpsest hook claude`` takes to store one new turn, process start included.
+
+A hook runs after every turn of a session, so its cost is paid all day: the goal is one
+new turn stored end to end in under 250 ms, and a session grown to 100 MB costing under
+50 ms more than a fresh one (the hook reads only the bytes after where it stopped).
+
+The benchmark starts the real command, as the agent does: for a fresh session (one
+stored turn) and for a session whose transcript is ``--size-mb`` large (stored once,
+untimed), it appends one turn and times the hook storing it, ``--turns`` times. A bare
+``python -c pass`` in the same run is the baseline for process start, since these
+machines are noisy. Run by hand:
+
+    .venv/bin/python bench/hook.py --size-mb 100 --turns 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+PALIMPSEST = Path(sys.executable).parent / "palimpsest"
+CWD = "/home/ada/src/billing-api"
+
+
+def line(kind: str, uuid: str, content: Any, session: str) -> str:
+    """One Claude Code transcript line."""
+    message: dict[str, Any] = {"role": kind, "content": content}
+    record = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "cwd": CWD,
+        "sessionId": session,
+        "type": kind,
+        "message": message,
+        "uuid": uuid,
+        "timestamp": "2026-11-30T09:00:00.000Z",
+    }
+    return json.dumps(record) + "\n"
+
+
+def turn(session: str, number: int, output_bytes: int = 200) -> str:
+    """A turn: a prompt, a tool call, its result (``output_bytes`` long), the answer."""
+    result = ("x" * 79 + "\n") * max(1, output_bytes // 80)
+    return "".join(
+        [
+            line("user", f"{session}-u{number}", f"Request {number}: run the tests", session),
+            line(
+                "assistant",
+                f"{session}-a{number}",
+                [{"type": "tool_use", "id": f"toolu_{number}", "name": "Bash", "input": {"command": "pytest -q"}}],
+                session,
+            ),
+            line(
+                "user",
+                f"{session}-r{number}",
+                [{"type": "tool_result", "tool_use_id": f"toolu_{number}", "content": result}],
+                session,
+            ),
+            line("assistant", f"{session}-d{number}", [{"type": "text", "text": f"Turn {number} done."}], session),
+        ]
+    )
+
+
+def run_hook(store: str, session: str, transcript: Path) -> float:
+    """Seconds the real ``palimpsest hook claude`` takes, process start to exit."""
+    stdin = json.dumps(
+        {"session_id": session, "transcript_path": str(transcript), "cwd": CWD, "hook_event_name": "Stop"}
+    )
+    began = time.perf_counter()
+    done = subprocess.run(
+        [str(PALIMPSEST), "hook", "claude", "--store", store], input=stdin, capture_output=True, text=True, check=False
+    )
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0 or done.stdout or done.stderr:
+        raise SystemExit(f"hook failed ({done.returncode}): {done.stderr or done.stdout}")
+    return elapsed
+
+
+def bare_start() -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - began
+
+
+def session_times(folder: Path, session: str, size_mb: int, turns: int) -> list[float]:
+    """Time storing ``turns`` new turns, one hook call each, after the session reached ``size_mb``."""
+    store = f"sqlite:///{folder / f'{session}.db'}"
+    transcript = folder / f"{session}.jsonl"
+    with transcript.open("w", encoding="utf-8") as handle:
+        handle.write(turn(session, 0))
+        number = 1
+        while handle.tell() < size_mb * 1024 * 1024:
+            handle.write(turn(session, number, output_bytes=64 * 1024))
+            number += 1
+    run_hook(store, session, transcript)  # stores what is there, untimed
+    times = []
+    for extra in range(turns):
+        with transcript.open("a", encoding="utf-8") as handle:
+            handle.write(turn(session, 1_000_000 + extra))
+        times.append(run_hook(store, session, transcript))
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=100, help="Size of the large session's transcript.")
+    parser.add_argument("--turns", type=int, default=7, help="New turns timed per session.")
+    args = parser.parse_args()
+    console = Console()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        env_note = os.environ.get("PALIMPSEST_STORE")
+        if env_note:
+            console.print("note: PALIMPSEST_STORE is ignored; each session gets its own SQLite store")
+        bare = [bare_start() for _ in range(args.turns)]
+        fresh = session_times(folder, "fresh", 0, args.turns)
+        large = session_times(folder, "large", args.size_mb, args.turns)
+    base, small, big = (statistics.median(values) * 1000 for values in (bare, fresh, large))
+    table = Table(title=f"palimpsest hook claude: one new turn, median of {args.turns}, process start included")
+    for column in ("case", "median ms", "max ms", "vs bare python", "goal"):
+        table.add_column(column)
+    table.add_row("bare `python -c pass` (baseline)", f"{base:.0f}", f"{max(bare) * 1000:.0f}", "1.00x", "")
+    table.add_row("fresh session", f"{small:.0f}", f"{max(fresh) * 1000:.0f}", f"{small / base:.2f}x", "< 250 ms")
+    table.add_row(
+        f"{args.size_mb} MB session",
+        f"{big:.0f}",
+        f"{max(large) * 1000:.0f}",
+        f"{big / base:.2f}x",
+        f"< fresh + 50 ms ({big - small:+.0f} ms)",
+    )
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

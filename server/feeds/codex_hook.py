@@ -1,0 +1,66 @@
+"""What ``palimpsest hook codex`` reads: Codex's hook payload and the session's rollout.
+
+Codex runs hooks (``hooks.json`` or ``[hooks]`` in ``config.toml``) on ``SessionStart``,
+``UserPromptSubmit``, ``PreCompact`` and ``Stop``, with ``{"session_id",
+"transcript_path", "cwd", "hook_event_name", "source"?, ...}`` on stdin.
+``transcript_path`` may be null (an ephemeral session, some builds): the rollout is
+then found under ``$CODEX_HOME/sessions`` (default ``~/.codex/sessions``) by the
+session id its name ends with. On ``SessionStart`` Codex takes
+``hookSpecificOutput.additionalContext`` (always printed there, even empty: Codex
+refuses a SessionStart output without it); on the other events nothing is printed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.server.feeds.codex import FORMAT, PARTITION, parse_codex
+from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, additional_context, text_field
+
+AGENT = PARTITION
+RESUMING = frozenset({"resume", "compact"})
+
+
+def sessions_dir() -> Path:
+    """Where Codex keeps rollouts: ``$CODEX_HOME/sessions``, default ``~/.codex/sessions``."""
+    home = os.environ.get("CODEX_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".codex") / "sessions"
+
+
+def find_rollout(session: str) -> Path | None:
+    """The newest rollout whose name ends with the session id, if any."""
+    folder = sessions_dir()
+    if not folder.is_dir():
+        return None
+    found = sorted(path for path in folder.rglob(f"rollout-*{session}.jsonl") if path.is_file())
+    return found[-1] if found else None
+
+
+def codex_request(payload: dict[str, Any]) -> HookRequest:
+    """Codex's payload as a `HookRequest`.
+
+    Raises:
+        InvalidInput: without ``session_id``; or, on an event other than
+            ``SessionStart``, when neither ``transcript_path`` nor the sessions folder
+            holds the rollout.
+    """
+    session = text_field(payload, "session_id", required=True)
+    assert session is not None
+    event = text_field(payload, "hook_event_name") or "Stop"
+    given = text_field(payload, "transcript_path")
+    rollout = Path(given).expanduser() if given else find_rollout(session)
+    starting = event == "SessionStart"
+    if (rollout is None or not rollout.is_file()) and not starting:
+        where = rollout if rollout is not None else f"no rollout-*{session}.jsonl under {sessions_dir()}"
+        raise InvalidInput(f"rollout of session {session!r} is not a file ({where})")
+    files = [TranscriptFile(rollout, parse_codex)] if rollout is not None and rollout.is_file() else []
+    request = HookRequest(
+        agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files
+    )
+    if starting:
+        request.memory = "thread" if payload.get("source") in RESUMING else "project"
+        request.reply = additional_context(event)
+    return request

@@ -1,0 +1,268 @@
+"""``palimpsest hook codex|windsurf|antigravity|cursor`` on recorded sessions, through the real CLI.
+
+For each agent, replaying a session through its hook calls stores exactly that
+session's messages, once, in order, in the agent's partition and the thread its
+session id names; replaying again adds nothing; bad input exits 1 with one line and
+changes nothing; and the events that can take memory back get it in the agent's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from palimpsest.graph_schema.backends import open_store
+from palimpsest.graph_schema.models import Message
+from palimpsest.server.cli.main import app
+from tests.transcripts import CODEX_EXPECTED_CONTENT, PROJECT_CWD, append_jsonl, codex_lines, step_lines
+
+CLEAN_ENV: dict[str, str | None] = {"PALIMPSEST_STORE": None, "PALIMPSEST_PARTITION": None}
+CODEX_SESSION = "019d036d-c7fa-72d2-b6fd-78878bfe34e4"
+#: What a step log turn stores: the request, the answer, the answer's tool call.
+STEP_EXPECTED = [
+    (role, text.format(turn=turn))
+    for turn in range(2)
+    for role, text in (
+        ("user", "Request {turn}"),
+        ("assistant", "Answer {turn}"),
+        ("assistant", 'view_file {{"path": "app.py"}}'),
+    )
+]
+
+
+def hook(agent: str, stdin: dict[str, Any] | str, store_url: str, **env: str) -> Result:
+    text = stdin if isinstance(stdin, str) else json.dumps(stdin)
+    return CliRunner().invoke(app, ["hook", agent, "--store", store_url], input=text, env={**CLEAN_ENV, **env})
+
+
+def stored(store_url: str, partition: str, thread: str) -> list[Message]:
+    async def read() -> list[Message]:
+        store = open_store(store_url)
+        await store.initialize()
+        try:
+            return await store.get_messages(partition, thread)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def contents(store_url: str, partition: str, thread: str) -> list[tuple[str, str]]:
+    return [(m.role.value, m.content) for m in stored(store_url, partition, thread)]
+
+
+def silent(result: Result) -> None:
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", ""), result.output
+
+
+# -- Codex ------------------------------------------------------------------------------------
+
+
+def test_codex_session_replayed_through_its_hooks(store_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "codex-home"
+    rollout = home / "sessions" / "2026" / "11" / "30" / f"rollout-2026-11-30T10-00-00-{CODEX_SESSION}.jsonl"
+    base = {"session_id": CODEX_SESSION, "cwd": PROJECT_CWD, "model": "gpt-5.5-codex", "permission_mode": "default"}
+    start = hook(
+        "codex",
+        {**base, "hook_event_name": "SessionStart", "source": "startup", "transcript_path": None},
+        store_url,
+        CODEX_HOME=str(home),
+    )
+    assert start.exit_code == 0, start.output
+    assert json.loads(start.stdout) == {
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ""}
+    }
+    for turn in range(2):
+        append_jsonl(rollout, codex_lines(CODEX_SESSION, turn))
+        stop = {
+            **base,
+            "hook_event_name": "Stop",
+            "turn_id": f"t{turn}",
+            "stop_hook_active": False,
+            "last_assistant_message": None,
+        }
+        # transcript_path null: the rollout is found under $CODEX_HOME/sessions by the session id.
+        silent(hook("codex", {**stop, "transcript_path": None}, store_url, CODEX_HOME=str(home)))
+    assert contents(store_url, "codex", CODEX_SESSION) == CODEX_EXPECTED_CONTENT
+    messages = stored(store_url, "codex", CODEX_SESSION)
+    assert [m.source_id for m in messages][:2] == ["line-3", "line-5"]
+    again = {
+        **base,
+        "hook_event_name": "PreCompact",
+        "turn_id": "t1",
+        "trigger": "auto",
+        "transcript_path": str(rollout),
+    }
+    silent(hook("codex", again, store_url))
+    assert len(stored(store_url, "codex", CODEX_SESSION)) == len(CODEX_EXPECTED_CONTENT)
+
+
+def test_codex_without_a_rollout_fails_in_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    result = hook(
+        "codex",
+        {"session_id": "nope", "transcript_path": None, "hook_event_name": "Stop"},
+        url,
+        CODEX_HOME=str(tmp_path),
+    )
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "rollout of session 'nope' is not a file" in result.stderr
+
+
+# -- Windsurf ---------------------------------------------------------------------------------
+
+
+def test_windsurf_transcript_hook_stores_the_trajectory_and_writes_the_rules(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = tmp_path / "billing-api"
+    workspace.mkdir()
+    monkeypatch.chdir(workspace)
+    transcript = tmp_path / "transcripts" / "7f1c.jsonl"
+    for turn in range(2):
+        append_jsonl(transcript, step_lines(turn))
+        event = {
+            "agent_action_name": "post_cascade_response_with_transcript",
+            "trajectory_id": "7f1c",
+            "execution_id": f"e{turn}",
+            "timestamp": "2026-11-30T11:00:00Z",
+            "tool_info": {"transcript_path": str(transcript)},
+        }
+        silent(hook("windsurf", event, store_url))
+    assert contents(store_url, "windsurf", "7f1c") == STEP_EXPECTED
+    rules = (workspace / ".windsurf" / "rules" / "palimpsest.md").read_text(encoding="utf-8")
+    assert rules.startswith("---\ntrigger: always_on\n---\n") and len(rules) < 6000
+    assert "7f1c" in rules and "first request: Request 0" in rules
+
+
+def test_windsurf_prompt_and_response_hooks_store_the_turn(store_url: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "billing-api"
+    common = {"trajectory_id": "t-9", "timestamp": "2026-11-30T11:00:00Z", "cwd": str(workspace)}
+    turns = [
+        ("pre_user_prompt", "x1", {"user_prompt": "Fix the login bug"}),
+        ("post_cascade_response", "x2", {"response": "Fixed: the session cookie was not secure."}),
+        ("pre_user_prompt", "x3", {"prompt": "Thanks, add a test"}),
+        ("post_cascade_response", "x4", {"response": "Added tests/test_login.py."}),
+    ]
+    for _replay in range(2):
+        for event, execution, info in turns:
+            silent(
+                hook(
+                    "windsurf",
+                    {**common, "agent_action_name": event, "execution_id": execution, "tool_info": info},
+                    store_url,
+                )
+            )
+    assert contents(store_url, "windsurf", "t-9") == [
+        ("user", "Fix the login bug"),
+        ("assistant", "Fixed: the session cookie was not secure."),
+        ("user", "Thanks, add a test"),
+        ("assistant", "Added tests/test_login.py."),
+    ]
+    assert (workspace / ".windsurf" / "rules" / "palimpsest.md").is_file()
+
+
+# -- Antigravity ------------------------------------------------------------------------------
+
+
+def test_antigravity_gemini_shaped_hooks(store_url: str, tmp_path: Path) -> None:
+    base = {"session_id": "g-1", "transcript_path": str(tmp_path / "chat.json"), "cwd": PROJECT_CWD}
+    start = hook(
+        "antigravity",
+        {**base, "hook_event_name": "SessionStart", "source": "startup", "timestamp": "2026-11-30T12:00:00Z"},
+        store_url,
+    )
+    assert start.exit_code == 0 and json.loads(start.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    for _replay in range(2):
+        for turn in range(2):
+            after = {
+                **base,
+                "hook_event_name": "AfterAgent",
+                "timestamp": f"2026-11-30T12:0{turn}:00Z",
+                "prompt": f"Request {turn}",
+                "prompt_response": f"Answer {turn}",
+                "stop_hook_active": False,
+            }
+            silent(hook("antigravity", after, store_url))
+    silent(hook("antigravity", {**base, "hook_event_name": "PreCompress", "trigger": "auto"}, store_url))
+    assert contents(store_url, "antigravity", "g-1") == [
+        ("user", "Request 0"),
+        ("assistant", "Answer 0"),
+        ("user", "Request 1"),
+        ("assistant", "Answer 1"),
+    ]
+
+
+def test_antigravity_agy_shaped_hooks_read_the_step_log(store_url: str, tmp_path: Path) -> None:
+    log = tmp_path / "brain" / "c-1" / ".system_generated" / "logs" / "transcript.jsonl"
+    for turn in range(2):
+        append_jsonl(log, step_lines(turn))
+        stop = {"conversationId": "c-1", "transcriptPath": str(log), "workspacePaths": [PROJECT_CWD], "fullyIdle": True}
+        silent(hook("antigravity", stop, store_url))
+        silent(hook("antigravity", {**stop, "stepIdx": 3, "toolCall": None}, store_url))
+    assert contents(store_url, "antigravity", "c-1") == STEP_EXPECTED
+
+
+# -- Cursor -----------------------------------------------------------------------------------
+
+
+def test_cursor_session_replayed_through_its_hooks(store_url: str, tmp_path: Path) -> None:
+    base = {"conversation_id": "c0a1", "workspace_roots": [PROJECT_CWD], "cursor_version": "2.4.1"}
+    start = hook(
+        "cursor", {**base, "hook_event_name": "sessionStart", "session_id": "c0a1", "generation_id": "g0"}, store_url
+    )
+    assert start.exit_code == 0 and json.loads(start.stdout) == {"additional_context": ""}
+    events = [
+        ("beforeSubmitPrompt", "g1", {"prompt": "Rename issue_token", "attachments": []}),
+        ("afterAgentThought", "g1", {"text": "Search every caller first.", "duration_ms": 120}),
+        ("afterAgentResponse", "g1", {"text": "Renamed in 4 files."}),
+        ("stop", "g1", {"status": "completed", "loop_count": 0, "transcript_path": None}),
+        ("beforeSubmitPrompt", "g2", {"prompt": "Keep an alias"}),
+        ("afterAgentResponse", "g2", {"text": "Alias added."}),
+    ]
+    for _replay in range(2):
+        for event, generation, extra in events:
+            silent(hook("cursor", {**base, "hook_event_name": event, "generation_id": generation, **extra}, store_url))
+    messages = stored(store_url, "cursor", "c0a1")
+    assert [(m.role.value, m.content, m.metadata["kind"]) for m in messages] == [
+        ("user", "Rename issue_token", "text"),
+        ("assistant", "Search every caller first.", "thinking"),
+        ("assistant", "Renamed in 4 files.", "text"),
+        ("user", "Keep an alias", "text"),
+        ("assistant", "Alias added.", "text"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("agent", "stdin", "reason"),
+    [
+        ("cursor", {"hook_event_name": "stop"}, "missing field 'conversation_id'"),
+        ("windsurf", {"agent_action_name": "pre_user_prompt", "tool_info": {}}, "missing field 'trajectory_id'"),
+        ("windsurf", {"trajectory_id": "t", "agent_action_name": "pre_user_prompt", "tool_info": [1]}, "tool_info"),
+        ("antigravity", {"hook_event_name": "AfterAgent"}, "missing field 'session_id'"),
+        ("antigravity", {"conversationId": "c", "transcriptPath": "/nowhere/t.jsonl"}, "/nowhere/t.jsonl"),
+        (
+            "windsurf",
+            {
+                "trajectory_id": "t",
+                "agent_action_name": "pre_user_prompt",
+                "timestamp": "soon",
+                "tool_info": {"user_prompt": "x"},
+            },
+            "created_at",
+        ),
+        ("codex", "[]", "must be a JSON object"),
+    ],
+)
+def test_bad_payloads_exit_1_in_one_line_and_store_nothing(tmp_path: Path, agent: str, stdin: Any, reason: str) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    result = hook(agent, stdin, url)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and reason in result.stderr
+    stats = CliRunner().invoke(app, ["stats", "--store", url, "--all-partitions", "--json"], env=CLEAN_ENV)
+    assert json.loads(stats.stdout)["messages"] == 0
