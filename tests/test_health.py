@@ -8,8 +8,8 @@ every connection as a crashed server would. The test records the sequence of sta
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
