@@ -171,3 +171,20 @@ def wait_for_page(address: str) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+async def test_search_offers_hybrid_only_with_an_embedder(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path / 'm.db'}"
+    await fill(store_url)
+    plain = build_server(settings_for(store_url))
+    async with serving(plain) as base, httpx2.AsyncClient(base_url=base, timeout=60) as http:
+        form = await http.get("/ui/search?p=claude")
+        refused = await http.get("/ui/search?p=claude&q=heron&mode=hybrid")
+    assert 'value="hybrid"' not in form.text
+    assert refused.status_code == 400 and "PALIMPSEST_EMBEDDER" in refused.text
+    semantic = build_server(settings_for(store_url, embedder="sentence-transformers:all-MiniLM-L6-v2"))
+    async with serving(semantic) as base, httpx2.AsyncClient(base_url=base, timeout=120) as http:
+        found = await http.get("/ui/search?p=claude&q=heron+gate&mode=hybrid")
+    assert found.status_code == 200, found.text
+    assert '<option value="hybrid" selected>hybrid</option>' in found.text
+    assert "(hybrid)</h1>" in found.text and SECRET in found.text
