@@ -4,9 +4,11 @@
 module-global one. Its lifespan opens the store, initializes the schema, and closes the
 store in ``finally``; composed after it, the maintenance lifespan runs the background
 jobs (unless ``PALIMPSEST_SCHEDULER=off``) and stops them first on the way out. Every
-tool call holds the foreground gate, so background work yields to it. `run_server`
-serves it over stdio (one IDE, the default) or streamable HTTP (shared; bearer tokens
-bound to partitions, or loopback only).
+tool call holds the foreground gate, so background work yields to it, and is counted
+and timed (``metrics.py``). `run_server` serves it over stdio (one IDE, the default) or
+streamable HTTP (shared; bearer tokens bound to partitions, or loopback only), where
+the same app also answers ``/health`` (``health.py``) and serves the viewer at ``/ui``
+(``server/ui/``).
 """
 
 from __future__ import annotations
