@@ -142,7 +142,7 @@ async def test_bad_viewer_input_is_one_sentence(tmp_path: Path) -> None:
 def test_palimpsest_ui_prints_its_address_and_serves_the_viewer(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
     process = subprocess.Popen(
-        [PALIMPSEST, "ui", "--store", f"sqlite:///{tmp_path / 'm.db'}"],
+        [PALIMPSEST, "ui", "--store", f"sqlite:///{tmp_path / 'm.db'}", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -150,7 +150,7 @@ def test_palimpsest_ui_prints_its_address_and_serves_the_viewer(tmp_path: Path) 
     )
     try:
         assert process.stdout is not None
-        address = process.stdout.readline().strip()
+        address = json.loads(process.stdout.readline())["url"]
         assert address.startswith("http://127.0.0.1:") and address.endswith("/ui")
         page = wait_for_page(address)
         assert "<h1>Partitions <small>(sqlite store)</small></h1>" in page

@@ -16,6 +16,7 @@ in ``palimpsest.server.cli.support``; how results look, in ``palimpsest.server.c
 from __future__ import annotations
 
 import asyncio
+import json as output_json
 import logging
 import signal
 import socket
@@ -161,6 +162,7 @@ def ui(
         int, typer.Option("--port", min=0, max=65535, help="Loopback port to listen on; 0 picks a free one.")
     ] = 0,
     store: StoreOption = None,
+    json: JsonOption = False,
 ) -> None:
     """Open the web viewer on loopback: print its address, then serve it until Ctrl+C.
 
@@ -178,7 +180,8 @@ def ui(
         listening.close()
         raise fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
     address = f"http://127.0.0.1:{listening.getsockname()[1]}/ui"
-    print(address, flush=True)  # before serving: a script reading the address must get it now
+    # Before serving, and flushed: a script reading the address must get it now.
+    print(output_json.dumps({"url": address}) if json else address, flush=True)
     try:
         run_server(settings, transport="http", port=listening.getsockname()[1], listening=listening)
     except PalimpsestError as exc:
