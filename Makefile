@@ -37,8 +37,14 @@ lint: $(VENV)/.test
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/mypy
 
+# The viewer's browser tests drive Debian's headless Chromium: installed (as root, as CI
+# runs) only when its driver is missing, so a machine that has it never calls apt-get.
+/usr/bin/chromedriver:
+	@echo "installing chromium and chromium-driver from Debian for the browser tests..." >&2
+	@apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2
+
 ## The gate, then every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
-test: lint
+test: lint /usr/bin/chromedriver
 	@uri=$$($(TEST_NEO4J) start | tail -n 1) || exit 1; \
 	NEO4J_TEST_URI=$$uri $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	$(TEST_NEO4J) stop; exit $$rc

@@ -16,8 +16,10 @@ in ``palimpsest.server.cli.support``; how results look, in ``palimpsest.server.c
 from __future__ import annotations
 
 import asyncio
+import json as output_json
 import logging
 import signal
+import socket
 import sys
 from enum import StrEnum
 from typing import Annotated
@@ -41,6 +43,7 @@ from palimpsest.server.cli.support import (
     run_command,
     settings_from_flags,
 )
+from palimpsest.server.mcp.logs import LogFormat
 from palimpsest.server.settings import Settings
 
 app = typer.Typer(
@@ -138,8 +141,11 @@ def serve(
         typer.Option("--partition", metavar="NAME", help="Partition to write to; else from the MCP client's name."),
     ] = None,
     store: StoreOption = None,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="Log lines on stderr: text, or json (one object a line).")
+    ] = LogFormat.text,
 ) -> None:
-    """Run the MCP server (stdio for one IDE, http to share one process).
+    """Run the MCP server (stdio for one IDE, http to share one process; http also serves /ui and /health).
 
     Example: palimpsest serve --transport http --port 8765 --store bolt://127.0.0.1:7687
     """
@@ -147,9 +153,42 @@ def serve(
 
     settings = settings_from_flags(store, partition)
     try:
-        run_server(settings, transport=transport.value, host=host, port=port)
+        run_server(settings, transport=transport.value, host=host, port=port, log_format=log_format)
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
+
+
+def ui(
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Loopback port to listen on; 0 picks a free one.")
+    ] = 0,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Open the web viewer on loopback: print its address, then serve it until Ctrl+C.
+
+    The viewer is read-only, so this process runs no background maintenance.
+
+    Example: palimpsest ui --store sqlite:///memory.db
+    """
+    from palimpsest.server.mcp.app import run_server
+
+    settings = settings_from_flags(store).model_copy(update={"scheduler": False})
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listening.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listening.close()
+        raise fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+    address = f"http://127.0.0.1:{listening.getsockname()[1]}/ui"
+    # Before serving, and flushed: a script reading the address must get it now.
+    print(output_json.dumps({"url": address}) if json else address, flush=True)
+    try:
+        run_server(settings, transport="http", port=listening.getsockname()[1], listening=listening)
+    except PalimpsestError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        listening.close()
 
 
 # -- maintenance: the background loop by hand ------------------------------------------
@@ -239,6 +278,7 @@ app.command()(cli_dag.expand)
 app.command()(doctor)
 app.command()(cli_search.grep)
 app.command()(serve)
+app.command()(ui)
 app.command()(maintain)
 app.command()(cli_search.kg)
 app.command()(cli_search.recall)

@@ -4,18 +4,19 @@
 module-global one. Its lifespan opens the store, initializes the schema, and closes the
 store in ``finally``; composed after it, the maintenance lifespan runs the background
 jobs (unless ``PALIMPSEST_SCHEDULER=off``) and stops them first on the way out. Every
-tool call holds the foreground gate, so background work yields to it. `run_server`
-serves it over stdio (one IDE, the default) or streamable HTTP (shared; bearer tokens
-bound to partitions, or loopback only).
+tool call holds the foreground gate, so background work yields to it, and is counted
+and timed (``metrics.py``). `run_server` serves it over stdio (one IDE, the default) or
+streamable HTTP (shared; bearer tokens bound to partitions, or loopback only), where
+the same app also answers ``/health`` (``health.py``) and serves the viewer at ``/ui``
+(``server/ui/``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-import sys
+import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -34,9 +35,13 @@ from palimpsest.scheduler.embedding import EmbeddingQueue
 from palimpsest.scheduler.foreground import ForegroundGate
 from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
 from palimpsest.scheduler.summarizers import make_summarizer
+from palimpsest.server.mcp.health import LiveServer, register_health
+from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
+from palimpsest.server.mcp.metrics import CallMetrics, ToolMetrics
 from palimpsest.server.mcp.partitions import PartitionTokenVerifier, load_token_grants
 from palimpsest.server.mcp.tools import RUNTIME_KEY, ArgumentErrors, Runtime, register_tools
 from palimpsest.server.settings import Settings
+from palimpsest.server.ui.routes import register_ui
 
 logger = logging.getLogger("palimpsest.server")
 
@@ -76,7 +81,8 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
     # One embedder per process; a local model loads on first use, in the background.
     embedder = make_embedder(settings.embedder, settings.llm)
     gate = ForegroundGate()
-    opened = _OpenedStore()
+    metrics = ToolMetrics()
+    live = LiveServer(scheduler_wanted=settings.scheduler)
 
     @lifespan
     async def store_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
@@ -85,23 +91,23 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
         embedding: EmbeddingQueue | None = None
         try:
             await active.initialize()
-            opened.store = active
             logger.info("serving the %s store", active.kind)
             if embedder is not None:
                 embedding = EmbeddingQueue(active, embedder, pause=gate.wait_idle)
                 embedding.start()
                 logger.info("semantic search on with %s", embedder.name)
-            yield {
-                RUNTIME_KEY: Runtime(
-                    store=active,
-                    settings=settings,
-                    summarizer=summarizer,
-                    tokens_required=grants is not None,
-                    embedder=embedder,
-                    embedding=embedding,
-                )
-            }
+            live.runtime = Runtime(
+                store=active,
+                settings=settings,
+                summarizer=summarizer,
+                tokens_required=grants is not None,
+                embedder=embedder,
+                embedding=embedding,
+                metrics=metrics,
+            )
+            yield {RUNTIME_KEY: live.runtime}
         finally:
+            live.runtime = None
             if embedding is not None:
                 await embedding.stop()
             if owned:
@@ -111,20 +117,21 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
 
     @lifespan
     async def maintenance_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        if not settings.scheduler or opened.store is None:
+        if not settings.scheduler or live.runtime is None:
             logger.info("background maintenance is off in this process")
             yield {}
             return
         maintenance = Maintenance(
-            opened.store,
+            live.runtime.store,
             settings.maintenance,
             summarizer,
             gate=gate,
-            steps=evolution_steps(opened.store, embedder),
+            steps=evolution_steps(live.runtime.store, embedder),
         )
         scheduler = AsyncIOScheduler()
         maintenance.start(scheduler)
         scheduler.start()
+        live.scheduler = scheduler
         logger.info(
             "background maintenance on as %s: compaction every %ds, evolution every %ds",
             maintenance.holder,
@@ -134,6 +141,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
         try:
             yield {}
         finally:
+            live.scheduler = None
             await maintenance.shutdown(scheduler)
 
     server = FastMCP(
@@ -142,18 +150,13 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
         version=_version(),
         lifespan=store_lifespan | maintenance_lifespan,
         auth=PartitionTokenVerifier(grants) if grants is not None else None,
-        middleware=[ForegroundFirst(gate), ArgumentErrors()],
+        middleware=[CallMetrics(metrics), ForegroundFirst(gate), ArgumentErrors()],
         mask_error_details=True,
     )
     register_tools(server)
+    register_health(server, live)
+    register_ui(server, live, grants)
     return server
-
-
-@dataclass
-class _OpenedStore:
-    """The store the store lifespan opened, handed to the maintenance lifespan after it."""
-
-    store: MemoryStore | None = None
 
 
 class ForegroundFirst(Middleware):
@@ -191,28 +194,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _log_to_stderr() -> None:
-    """On stdio, stdout carries protocol bytes only: every log line goes to stderr."""
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-
-
-def run_server(settings: Settings, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
+def run_server(
+    settings: Settings,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    log_format: LogFormat = LogFormat.text,
+    listening: socket.socket | None = None,
+) -> None:
     """Serve MCP until the client hangs up (stdio) or the process is stopped (HTTP).
 
     Over HTTP, a tokens file (``PALIMPSEST_TOKENS_FILE``) makes bearer tokens required,
     each bound to its partitions; without one the server is unauthenticated and so
     only listens on loopback.
 
+    ``log_format`` ``json`` writes structured log lines on stderr. ``listening`` is a
+    socket already bound to ``host:port`` (``palimpsest ui`` binds port 0 first, so it
+    can print the address it got before serving).
+
     Raises:
         InvalidInput: for an unknown transport, a malformed tokens file, or an
             unauthenticated HTTP server asked to listen beyond loopback.
     """
-    _log_to_stderr()
+    log_to_stderr(log_format)
     if transport == "stdio":
         build_server(settings).run(transport="stdio", show_banner=False)
         return
@@ -231,4 +236,9 @@ def run_server(settings: Settings, *, transport: str = "stdio", host: str = "127
             port,
         )
     server = build_server(settings)
-    server.run(transport="http", host=host, port=port, show_banner=False)
+    # uvicorn without its own logging config hands its lines to the root handler above.
+    uvicorn_config = {"log_config": None} if log_format is LogFormat.json else None
+    sockets = [listening] if listening is not None else None
+    server.run(
+        transport="http", host=host, port=port, show_banner=False, uvicorn_config=uvicorn_config, sockets=sockets
+    )

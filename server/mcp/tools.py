@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import mcp_types
@@ -47,6 +47,7 @@ from palimpsest.scheduler.facts import KgAction, KgResult, kg_command
 from palimpsest.scheduler.maintenance import backlog_floor
 from palimpsest.scheduler.summarizer import Summarizer
 from palimpsest.server import retrieval
+from palimpsest.server.mcp.metrics import ToolMetric, ToolMetrics
 from palimpsest.server.mcp.partitions import PartitionDenied, partition_for_client, resolve_partition, token_partitions
 from palimpsest.server.retrieval.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, AssembledContext
 from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS, GrepMode, GrepResult
@@ -88,6 +89,8 @@ class Runtime:
     #: queue that embeds appended messages in the background.
     embedder: Embedder | None = None
     embedding: EmbeddingQueue | None = None
+    #: Per-tool call counts and latencies of this process, filled by ``CallMetrics``.
+    metrics: ToolMetrics = field(default_factory=ToolMetrics)
 
 
 class SummaryDescription(BaseModel):
@@ -321,13 +324,17 @@ class MemoryStats(StoreStats):
     pending: list[ThreadBacklog] = Field(
         description=f"Threads of the partition due for compaction, largest backlog first (at most {PENDING_THREADS})."
     )
+    tools: list[ToolMetric] = Field(
+        default_factory=list,
+        description="This server process's tool calls since it started: count, errors, p50 and p95 latency.",
+    )
 
 
 async def memory_stats(ctx: Context, partition: PartitionArg = None) -> MemoryStats:
     """Counts of threads, messages, summaries by level and facts in the partition, and the store kind.
 
-    Also the last maintenance cycles (compaction and evolution runs) and the threads
-    waiting for compaction.
+    Also the last maintenance cycles (compaction and evolution runs), the threads
+    waiting for compaction, and this server's tool call counts, errors and latencies.
     """
     runtime = _runtime(ctx)
     with domain_errors():
@@ -337,7 +344,7 @@ async def memory_stats(ctx: Context, partition: PartitionArg = None) -> MemorySt
         pending = await runtime.store.compaction_candidates(
             where, min_uncovered=backlog_floor(runtime.settings.compaction), limit=PENDING_THREADS
         )
-    return MemoryStats(**counts.model_dump(), last_cycles=cycles, pending=pending)
+    return MemoryStats(**counts.model_dump(), last_cycles=cycles, pending=pending, tools=runtime.metrics.snapshot())
 
 
 async def summary_resource(summary_id: str, ctx: Context) -> str:

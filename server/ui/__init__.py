@@ -1,0 +1,1 @@
+"""The web viewer: partitions, threads, a thread's summary DAG, search and health, served under ``/ui``."""
