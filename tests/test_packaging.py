@@ -57,11 +57,16 @@ async def test_the_wheel_works_from_a_fresh_virtual_environment(wheel: Path, tmp
     env_dir = tmp_path / "fresh"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
+    # Nothing of this checkout on the path (no PYTHONPATH, not its folder as the current
+    # one): else pip would take the checkout's build metadata for an installed copy.
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PALIMPSEST_", "PYTHON"))}
     installed = subprocess.run(
         [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=tmp_path,
+        env=env,
         check=False,
     )
     assert installed.returncode == 0, installed.stderr
@@ -76,7 +81,6 @@ async def test_the_wheel_works_from_a_fresh_virtual_environment(wheel: Path, tmp
     # A plain path line: the test environment's packages, without running its .pth files
     # (one of which would point back at this checkout).
     (fresh_site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PALIMPSEST_", "PYTHON"))}
     env["PALIMPSEST_SCHEDULER"] = "off"
 
     where = subprocess.run(
