@@ -32,6 +32,7 @@ from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
 from palimpsest.server.cli import output
 from palimpsest.server.cli import search as cli_search
+from palimpsest.server.cli import setup as cli_setup
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
     JsonOption,
@@ -239,3 +240,6 @@ app.command()(maintain)
 app.command()(cli_search.kg)
 app.command()(cli_search.recall)
 app.command()(cli_search.context)
+app.command()(cli_setup.install)
+app.command()(cli_setup.uninstall)
+app.command()(cli_setup.status)

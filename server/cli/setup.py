@@ -1,0 +1,236 @@
+"""The commands that connect agents: ``install``, ``uninstall`` and ``status``.
+
+Setting up an agent by hand means editing two files per agent in shapes that differ
+from agent to agent; these commands do it in one step, and undo it exactly
+(``palimpsest.server.agents`` holds the files and the undo). ``status`` answers the
+question that follows: is each agent wired, and is memory actually arriving?
+``palimpsest.server.cli.main`` registers them on the app.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from palimpsest.graph_schema.errors import PalimpsestError
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.agents import status as agent_status
+from palimpsest.server.agents.registry import AGENTS, agent_named, detect
+from palimpsest.server.agents.spec import Agent, Entries, Places, Scope, palimpsest_executable
+from palimpsest.server.agents.wiring import Change, Wiring
+from palimpsest.server.cli.output import print_json, stdout_console
+from palimpsest.server.cli.support import JsonOption, fail, on_store, run_command, settings_from_flags
+
+
+class AgentName(StrEnum):
+    """The agents ``install`` knows (``palimpsest.server.agents.registry.AGENTS``)."""
+
+    claude = "claude"
+    codex = "codex"
+    windsurf = "windsurf"
+    antigravity = "antigravity"
+    cursor = "cursor"
+
+
+ScopeOption = Annotated[
+    Scope, typer.Option("--scope", help="user: every project (files under ~); project: this project's files.")
+]
+ProjectOption = Annotated[
+    Path | None,
+    typer.Option("--project", metavar="DIR", help="The project for --scope project; default the working directory."),
+]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print the diff of every file; write nothing.")]
+
+
+def _changes_json(agent: Agent, scope: Scope, changes: list[Change], dry_run: bool) -> dict[str, Any]:
+    return {
+        "agent": agent.name,
+        "scope": scope.value,
+        "note": agent.notes.get(scope),
+        "files": [
+            {"path": str(change.path), "action": change.action.value, **({"diff": change.diff()} if dry_run else {})}
+            for change in changes
+        ],
+    }
+
+
+def _changes_table(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool) -> Table:
+    table = Table(title="would change (dry run: nothing written)" if dry_run else None)
+    for column in ("agent", "scope", "file", "action"):
+        table.add_column(column)
+    for agent, scope, changes in results:
+        for change in changes:
+            table.add_row(agent.name, scope.value, str(change.path), change.action.value)
+    return table
+
+
+def _report(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool, json: bool) -> None:
+    if json:
+        print_json({"dry_run": dry_run, "agents": [_changes_json(a, s, c, dry_run) for a, s, c in results]})
+        return
+    console = stdout_console()
+    if dry_run:
+        for _, _, changes in results:
+            for change in changes:
+                if change.changes:
+                    typer.echo(change.diff(), nl=False)  # raw: a diff must not be wrapped or styled
+    console.print(_changes_table(results, dry_run))
+    for agent, scope, _ in results:
+        if agent.notes.get(scope):
+            typer.echo(f"note: {agent.notes[scope]}")
+
+
+def install(
+    agent: Annotated[AgentName | None, typer.Argument(help="The agent to wire; leave out with --detect.")] = None,
+    detect_agents: Annotated[
+        bool, typer.Option("--detect", help="Wire every agent whose config directory is on this machine.")
+    ] = False,
+    scope: ScopeOption = Scope.user,
+    project: ProjectOption = None,
+    dry_run: DryRunOption = False,
+    store: Annotated[
+        str | None,
+        typer.Option("--store", metavar="URI", help="Store URI the server and hooks are told to use; default none."),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Register the MCP server and the hooks in an agent's own files, merged with what is there.
+
+    Server: this installation's palimpsest, `serve --partition AGENT`; hooks: `palimpsest hook AGENT`.
+    A file is backed up before its first change; running it again changes nothing; `uninstall` restores
+    every file byte for byte.
+
+    Example: palimpsest install claude --scope project --dry-run
+    """
+    if (agent is None) == (not detect_agents):
+        raise typer.BadParameter("name one AGENT or give --detect")
+    places = Places.here(project)
+    wiring = Wiring(places)
+    try:
+        entries = Entries(executable=palimpsest_executable(), store=store)
+        agents = detect(places) if agent is None else [agent_named(agent.value)]
+        planned = [(item, scope, wiring.plan_install(item, scope, entries)) for item in agents]
+        if not dry_run:
+            for item, item_scope, changes in planned:
+                wiring.install(item, item_scope, changes)
+    except PalimpsestError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"cannot write {exc.filename}: {exc.strerror}; nothing was changed") from None
+    if detect_agents and not planned and not json:
+        stdout_console().print("no agent found (looked for: " + ", ".join(AGENTS) + ")", markup=False)
+        return
+    _report(planned, dry_run, json)
+
+
+def uninstall(
+    agent: Annotated[AgentName, typer.Argument(help="The agent to unwire.")],
+    scope: ScopeOption = Scope.user,
+    project: ProjectOption = None,
+    dry_run: DryRunOption = False,
+    json: JsonOption = False,
+) -> None:
+    """Take out what `install` wrote: each file restored byte for byte, or removed if install created it.
+
+    A file edited since install keeps the edits: only Palimpsest's entries are taken out of it.
+
+    Example: palimpsest uninstall codex --scope user
+    """
+    places = Places.here(project)
+    wiring = Wiring(places)
+    chosen = agent_named(agent.value)
+    try:
+        entries = Entries(executable="palimpsest")
+        changes = wiring.plan_uninstall(chosen, scope, entries)
+        if not dry_run:
+            wiring.uninstall(chosen, scope, changes)
+    except PalimpsestError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"cannot write {exc.filename}: {exc.strerror}") from None
+    if not changes and not json:
+        stdout_console().print(
+            f"palimpsest install {chosen.name} --scope {scope.value} left nothing to undo", markup=False
+        )
+        return
+    _report([(chosen, scope, changes)], dry_run, json)
+
+
+def _status_table(result: agent_status.Status) -> Table:
+    store = result.store
+    size = f"{store.size_bytes:,} bytes" if store.size_bytes is not None else "-"
+    table = Table(
+        title=f"store {store.kind} {store.uri} ({size}; {store.threads} threads, "
+        f"{store.messages} messages, {store.backlog} waiting for compaction)"
+    )
+    for column in ("agent", "found", "user", "project", "threads", "messages", "last capture", "backlog"):
+        table.add_column(column, justify="right" if column in {"threads", "messages", "backlog"} else "left")
+    for item in result.agents:
+        capture = item.last_capture.strftime("%Y-%m-%d %H:%M:%S UTC") if item.last_capture else "never"
+        table.add_row(
+            item.agent,
+            "yes" if item.config_dir else "no",
+            item.user.value,
+            item.project.value,
+            str(item.threads),
+            str(item.messages),
+            capture,
+            str(item.backlog),
+        )
+    return table
+
+
+def status(
+    project: Annotated[
+        Path | None, typer.Option("--project", metavar="DIR", help="The project whose files count as project scope.")
+    ] = None,
+    store: Annotated[
+        str | None, typer.Option("--store", metavar="URI", help="Store URI; overrides PALIMPSEST_STORE.")
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Show, per agent, whether it is wired (user, project), its last capture and backlog, and the store.
+
+    Example: palimpsest status --json
+    """
+    settings = settings_from_flags(store)
+    places = Places.here(project)
+    agents = []
+    for agent in AGENTS.values():
+        found = agent.found(places)
+        agents.append(
+            agent_status.AgentStatus(
+                agent=agent.name,
+                title=agent.title,
+                config_dir=str(found) if found else None,
+                user=agent_status.wired(agent, Scope.user, places),
+                project=agent_status.wired(agent, Scope.project, places),
+            )
+        )
+    path = agent_status.sqlite_path(settings.store)
+    exists = path is None or path.exists()
+    result = agent_status.Status(
+        project=str(places.project),
+        store=agent_status.StoreStatus(
+            kind="sqlite" if settings.store.startswith("sqlite") else "neo4j",
+            uri=agent_status.display_uri(settings.store),
+            exists=exists,
+            size_bytes=agent_status.sqlite_size(path) if path is not None and exists else None,
+        ),
+        agents=agents,
+    )
+    if exists:
+
+        async def work(opened: MemoryStore) -> None:
+            result.store.kind = opened.kind
+            await agent_status.fill_from_store(result, opened, settings.compaction)
+
+        run_command(lambda: on_store(settings, work))
+    if json:
+        print_json(result)
+    else:
+        stdout_console().print(_status_table(result))
