@@ -160,27 +160,33 @@ def uninstall(
     _report([(chosen, scope, changes)], dry_run, json)
 
 
+def _wired_text(item: agent_status.AgentStatus) -> str:
+    """``user``, ``project``, both, ``no``, or ``not found`` (no config directory, nothing wired)."""
+    scopes = [
+        scope.value if wired is agent_status.Wired.yes else f"{scope.value} ({wired.value})"
+        for scope, wired in ((Scope.user, item.user), (Scope.project, item.project))
+        if wired is not agent_status.Wired.no
+    ]
+    if scopes:
+        return ", ".join(scopes)
+    return "no" if item.config_dir else "not found"
+
+
 def _status_table(result: agent_status.Status) -> Table:
     store = result.store
-    size = f"{store.size_bytes:,} bytes" if store.size_bytes is not None else "-"
+    size = f"{store.size_bytes:,} bytes" if store.size_bytes is not None else "size unknown"
+    if not store.exists:
+        size = "no file yet"
     table = Table(
         title=f"store {store.kind} {store.uri} ({size}; {store.threads} threads, "
         f"{store.messages} messages, {store.backlog} waiting for compaction)"
     )
-    for column in ("agent", "found", "user", "project", "threads", "messages", "last capture", "backlog"):
-        table.add_column(column, justify="right" if column in {"threads", "messages", "backlog"} else "left")
+    for column in ("agent", "wired", "messages", "last capture (UTC)", "backlog"):
+        right = column in {"messages", "backlog"}
+        table.add_column(column, justify="right" if right else "left", no_wrap=column != "wired")
     for item in result.agents:
-        capture = item.last_capture.strftime("%Y-%m-%d %H:%M:%S UTC") if item.last_capture else "never"
-        table.add_row(
-            item.agent,
-            "yes" if item.config_dir else "no",
-            item.user.value,
-            item.project.value,
-            str(item.threads),
-            str(item.messages),
-            capture,
-            str(item.backlog),
-        )
+        capture = item.last_capture.strftime("%Y-%m-%d %H:%M") if item.last_capture else "never"
+        table.add_row(item.agent, _wired_text(item), str(item.messages), capture, str(item.backlog))
     return table
 
 
