@@ -10,7 +10,9 @@ the directories it made.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ import pytest
 import tomlkit
 from typer.testing import CliRunner
 
-from palimpsest.server.agents.spec import palimpsest_executable
+from palimpsest.server.agents.spec import Places, palimpsest_executable
+from palimpsest.server.agents.wiring import Wiring
 from palimpsest.server.cli.main import app
 
 EXE = palimpsest_executable()
@@ -171,17 +174,13 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
     ("antigravity", "user"): {
         "home/.gemini/config/mcp_config.json": {"mcpServers": {"palimpsest": server("antigravity")}},
         "home/.gemini/config/hooks.json": {
-            "palimpsest": {
-                event: [{"type": "command", "command": hook("antigravity")}] for event in ("PreInvocation", "Stop")
-            }
+            "palimpsest": {event: [{"type": "command", "command": hook("antigravity")}] for event in ("Stop",)}
         },
     },
     ("antigravity", "project"): {
         "project/.agents/mcp_config.json": {"mcpServers": {"palimpsest": server("antigravity")}},
         "project/.agents/hooks.json": {
-            "palimpsest": {
-                event: [{"type": "command", "command": hook("antigravity")}] for event in ("PreInvocation", "Stop")
-            }
+            "palimpsest": {event: [{"type": "command", "command": hook("antigravity")}] for event in ("Stop",)}
         },
     },
     ("cursor", "user"): {
@@ -190,7 +189,7 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
             "version": 1,
             "hooks": {
                 event: [{"command": hook("cursor")}]
-                for event in ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "stop")
+                for event in ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
             },
         },
     },
@@ -200,7 +199,7 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
             "version": 1,
             "hooks": {
                 event: [{"command": hook("cursor")}]
-                for event in ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "stop")
+                for event in ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
             },
         },
     },
@@ -284,6 +283,10 @@ def test_install_merges_and_uninstall_restores_every_byte(root: Path, agent: str
 
     palimpsest("install", agent, "--scope", scope)
     installed = tree(root)
+    backups = root / "data/palimpsest/install/backups"
+    kept = {path.read_bytes() for path in backups.iterdir()} if backups.exists() else set()
+    changed = {name for name in SEEDS[(agent, scope)] if installed[name] != before[name]}
+    assert {before[name] for name in changed} <= kept, "a file was changed without a backup of its bytes"
     for name, expected in CREATED[(agent, scope)].items():
         doc = load(root / name)
         seeded_text = SEEDS[(agent, scope)].get(name)
@@ -407,7 +410,7 @@ def test_an_invalid_file_stops_install_before_anything_is_written(root: Path) ->
         f"error: {root / 'home/.claude/settings.json'} is not valid JSON (line 1: Expecting value); "
         "fix it first, nothing was changed"
     ]
-    assert tree(root) == before and not (root / "data/palimpsest").exists()
+    assert tree(root) == before and not (root / "data/palimpsest/install").exists()
 
 
 def test_a_non_object_where_hooks_go_is_refused(root: Path) -> None:
@@ -451,3 +454,61 @@ def test_user_and_project_installs_are_kept_apart(root: Path) -> None:
     assert load(root / "project/.cursor/mcp.json") == CREATED[("cursor", "project")]["project/.cursor/mcp.json"]
     palimpsest("uninstall", "cursor", "--scope", "project")
     assert tree(root) == {}
+
+
+def test_uninstall_dry_run_shows_the_diff_and_writes_nothing(root: Path) -> None:
+    seed(root, SEEDS[("windsurf", "user")])
+    palimpsest("install", "windsurf")
+    installed = tree(root)
+    out = palimpsest("uninstall", "windsurf", "--dry-run")
+    assert f"--- {root / 'home/.codeium/windsurf/hooks.json'}" in out and f"-{' ' * 8}" in out
+    assert tree(root) == installed
+    palimpsest("uninstall", "windsurf")
+    assert tree(root) != installed
+
+
+def test_a_file_removed_since_install_stays_removed(root: Path) -> None:
+    seed(root, SEEDS[("cursor", "user")])
+    palimpsest("install", "cursor")
+    (root / "home/.cursor/hooks.json").unlink()
+    out = json.loads(palimpsest("uninstall", "cursor", "--json"))
+    assert {item["path"]: item["action"] for item in out["agents"][0]["files"]} == {
+        str(root / "home/.cursor/mcp.json"): "restore",
+        str(root / "home/.cursor/hooks.json"): "gone",
+    }
+    assert not (root / "home/.cursor/hooks.json").exists()
+    assert not (root / "data/palimpsest/install").exists()
+
+
+def test_a_private_file_keeps_its_mode_and_a_symlinked_one_stays_a_link(root: Path) -> None:
+    seed(root, {"home/.claude.json": dumps(OTHER_SERVERS), "dotfiles/settings.json": dumps(CLAUDE_SETTINGS)})
+    (root / "home/.claude.json").chmod(0o600)
+    (root / "home/.claude").mkdir()
+    (root / "home/.claude/settings.json").symlink_to(root / "dotfiles/settings.json")
+
+    palimpsest("install", "claude")
+    assert (root / "home/.claude.json").stat().st_mode & 0o777 == 0o600
+    assert (root / "home/.claude/settings.json").is_symlink()
+    assert hook("claude") in (root / "dotfiles/settings.json").read_text()
+
+    palimpsest("uninstall", "claude")
+    assert (root / "home/.claude/settings.json").is_symlink()
+    assert (root / "dotfiles/settings.json").read_text() == dumps(CLAUDE_SETTINGS)
+    assert (root / "home/.claude.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_install_waits_for_one_in_progress(root: Path) -> None:
+    seed(root, SEEDS[("codex", "user")])
+    before = tree(root)
+    env = {**os.environ, "HOME": str(root / "home"), "XDG_DATA_HOME": str(root / "data")}
+    places = Places(home=root / "home", project=root / "project", environ=env)
+    with Wiring(places).locked():
+        child = subprocess.Popen([EXE, "install", "codex"], env=env, cwd=root / "project", stdout=subprocess.DEVNULL)
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
+        assert tree(root) == before, "an install wrote while another held the lock"
+    assert child.wait(timeout=120) == 0
+    assert tree(root) != before
+    assert [
+        item["agent"] for item in json.loads((root / "data/palimpsest/install/manifest.json").read_text())["installs"]
+    ] == ["codex"]

@@ -4,7 +4,9 @@ User scope writes ``~/.gemini/config/`` (what ``agy mcp add`` writes, shared by 
 and the CLI), project scope the project's ``.agents/``. Antigravity's ``hooks.json``
 maps a hook's name to its events, so Palimpsest's hooks are one entry named
 ``palimpsest``, holding ``{"type": "command", "command": ...}`` handlers; other hooks
-are other names, untouched.
+are other names, untouched. (Gemini CLI's hook format in ``~/.gemini/settings.json``,
+which ``palimpsest hook antigravity`` also reads, is not written: the same turn would
+then be stored twice, once from each format.)
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from palimpsest.server.agents.spec import (
 
 NAME = "antigravity"
 
-#: The events ``palimpsest hook antigravity`` handles: each model call, and the loop's end.
-EVENTS = ("PreInvocation", "Stop")
+#: The loop's end: the hook reads the conversation's transcript from where it stopped last time,
+#: so one event a turn stores everything (``PreInvocation`` would run before every model call).
+EVENTS = ("Stop",)
 
 
 def files(scope: Scope, places: Places, entries: Entries) -> list[ConfigFile]:

@@ -2,7 +2,7 @@
 
 User scope writes ``~/.cursor/``, project scope the project's ``.cursor/``. Cursor hooks
 are flat handlers, ``{"command": ...}``, per event: the session's start (memory handed
-back), the prompt, the reply, and the loop's end.
+back), the prompt, the reply, the agent's thinking, and the loop's end.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from palimpsest.server.agents.spec import Agent, ConfigFile, Entries, Places, Sc
 NAME = "cursor"
 
 #: The events ``palimpsest hook cursor`` handles.
-EVENTS = ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "stop")
+EVENTS = ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
 
 
 def files(scope: Scope, places: Places, entries: Entries) -> list[ConfigFile]:

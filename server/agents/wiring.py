@@ -24,7 +24,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -36,6 +39,9 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.server.agents import documents
 from palimpsest.server.agents.spec import Agent, ConfigFile, Entries, Places, Scope
+
+if sys.platform != "win32":
+    import fcntl
 
 
 class Action(StrEnum):
@@ -141,6 +147,20 @@ class Wiring:
         self.root = state_dir(places)
         self.manifest_path = self.root / "manifest.json"
         self.backups = self.root / "backups"
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """One install or uninstall at a time: each reads, then rewrites, the one manifest.
+
+        An advisory lock on ``$XDG_DATA_HOME/palimpsest/install.lock`` (none on Windows),
+        held from planning to the last write, so two commands never plan on the same bytes.
+        """
+        lock = self.root.parent / "install.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a") as handle:
+            if sys.platform != "win32":
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
 
     # -- the manifest -----------------------------------------------------------------------
 
@@ -321,7 +341,13 @@ def _remove_if_empty(folder: Path) -> None:
 
 
 def _write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename, keeping the old mode."""
+    """Write ``data`` to ``path`` through a temporary file and a rename, keeping the old mode.
+
+    A symlinked config (dotfiles kept in a repository) is written through: its target
+    changes and the link stays a link.
+    """
+    if path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644

@@ -113,10 +113,13 @@ def install(
     try:
         entries = Entries(executable=palimpsest_executable(), store=store)
         agents = detect(places) if agent is None else [agent_named(agent.value)]
-        planned = [(item, scope, wiring.plan_install(item, scope, entries)) for item in agents]
-        if not dry_run:
-            for item, item_scope, changes in planned:
-                wiring.install(item, item_scope, changes)
+        if dry_run:
+            planned = [(item, scope, wiring.plan_install(item, scope, entries)) for item in agents]
+        else:
+            with wiring.locked():
+                planned = [(item, scope, wiring.plan_install(item, scope, entries)) for item in agents]
+                for item, item_scope, changes in planned:
+                    wiring.install(item, item_scope, changes)
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -145,9 +148,12 @@ def uninstall(
     chosen = agent_named(agent.value)
     try:
         entries = Entries(executable="palimpsest")
-        changes = wiring.plan_uninstall(chosen, scope, entries)
-        if not dry_run:
-            wiring.uninstall(chosen, scope, changes)
+        if dry_run:
+            changes = wiring.plan_uninstall(chosen, scope, entries)
+        else:
+            with wiring.locked():
+                changes = wiring.plan_uninstall(chosen, scope, entries)
+                wiring.uninstall(chosen, scope, changes)
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
