@@ -395,6 +395,27 @@ def test_an_entry_from_an_older_installation_is_replaced_not_duplicated(root: Pa
     assert stop == [{"hooks": [{"type": "command", "command": hook("claude")}]}]
 
 
+def test_a_hook_on_an_event_no_longer_used_is_taken_out(root: Path) -> None:
+    old = {"palimpsest": {"PreInvocation": [{"type": "command", "command": "/old/bin/palimpsest hook antigravity"}]}}
+    seed(root, {"home/.gemini/config/hooks.json": dumps(old)})
+    palimpsest("install", "antigravity")
+    assert (
+        load(root / "home/.gemini/config/hooks.json")
+        == CREATED[("antigravity", "user")]["home/.gemini/config/hooks.json"]
+    )
+
+
+def test_codex_servers_written_inline_stay_inline(root: Path) -> None:
+    text = '# mine\nmcp_servers = { github = { command = "github-mcp" } }\n'
+    seed(root, {"home/.codex/config.toml": text})
+    palimpsest("install", "codex")
+    after = (root / "home/.codex/config.toml").read_text()
+    assert after.startswith("# mine\nmcp_servers = { github = {") and after.count("\n") == 2
+    assert load(root / "home/.codex/config.toml")["mcp_servers"]["palimpsest"] == server("codex")
+    palimpsest("uninstall", "codex")
+    assert (root / "home/.codex/config.toml").read_text() == text
+
+
 def test_codex_home_is_where_codex_files_go(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEX_HOME", str(root / "home/elsewhere"))
     palimpsest("install", "codex")

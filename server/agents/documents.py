@@ -22,6 +22,7 @@ from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import InlineTable
 
 from palimpsest.graph_schema.errors import InvalidInput
 
@@ -153,7 +154,11 @@ def put_server(doc: Document, key: str, entry: JsonObject, path: Path) -> None:
     current = servers.get(SERVER_NAME)
     if isinstance(current, dict) and _plain(current) == entry:
         return
-    if isinstance(doc, tomlkit.TOMLDocument):
+    if isinstance(servers, InlineTable):  # mcp_servers = { other = {...} } stays inline
+        inline = tomlkit.inline_table()
+        inline.update(entry)
+        servers[SERVER_NAME] = inline
+    elif isinstance(doc, tomlkit.TOMLDocument):
         server = tomlkit.table()
         for name, value in entry.items():
             server[name] = value
@@ -242,6 +247,15 @@ def drop_hook(events: JsonObject, event: str, *, grouped: bool, ours: OwnCommand
         events[event] = kept
     else:
         del events[event]
+
+
+def events_with_ours(events: JsonObject, *, grouped: bool, ours: OwnCommand) -> list[str]:
+    """Every event holding one of Palimpsest's handlers, including events it no longer registers."""
+    return [
+        event
+        for event, entries in events.items()
+        if isinstance(entries, list) and any(ours(c) for item in entries for c in _commands(item, grouped))
+    ]
 
 
 def has_hook(events: object, event: str, *, grouped: bool, ours: OwnCommand) -> bool:

@@ -137,6 +137,9 @@ def hooks_file(
         for key, value in (top or {}).items():
             doc.setdefault(key, value)
         events = documents.table(doc, container, path)
+        for event in documents.events_with_ours(events, grouped=grouped, ours=ours):
+            if event not in entries:  # registered by an older version on an event no longer used
+                documents.drop_hook(events, event, grouped=grouped, ours=ours, had_event=False)
         for event, entry in entries.items():
             documents.put_hook(events, event, entry, grouped=grouped, ours=ours, path=path)
 
@@ -144,7 +147,7 @@ def hooks_file(
         events = doc.get(container)
         if not isinstance(events, dict):
             return
-        for event in entries:
+        for event in documents.events_with_ours(events, grouped=grouped, ours=ours):
             had = documents.holds(original, container, event)
             documents.drop_hook(events, event, grouped=grouped, ours=ours, had_event=had)
         if not events and not documents.holds(original, container):
