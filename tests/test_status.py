@@ -134,3 +134,13 @@ def test_status_hides_a_password_in_the_store_uri() -> None:
 
     assert display_uri("neo4j+s://admin:s3cret@db.example.com:7687") == "neo4j+s://admin:***@db.example.com:7687"
     assert display_uri("bolt://127.0.0.1:7687") == "bolt://127.0.0.1:7687"
+
+
+def test_a_store_that_cannot_be_read_still_shows_the_wiring(home: Path) -> None:
+    run("install", "cursor")
+    (home / "broken.db").write_bytes(b"this is not a SQLite database, just bytes" * 100)
+    result = CliRunner().invoke(app, ["status", "--json", "--store", f"sqlite:///{home / 'broken.db'}"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert {item["agent"]: item["user"] for item in report["agents"]}["cursor"] == "yes"
+    assert report["store"]["error"] and result.stderr.startswith("error: ")

@@ -62,6 +62,7 @@ class StoreStatus(BaseModel):
     threads: int = 0
     messages: int = 0
     backlog: int = 0
+    error: str | None = Field(None, description="Why the store could not be read; the wiring is still shown.")
 
 
 class Status(BaseModel):

@@ -9,6 +9,7 @@ question that follows: is each agent wired, and is memory actually arriving?
 
 from __future__ import annotations
 
+import asyncio
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +24,7 @@ from palimpsest.server.agents.registry import AGENTS, agent_named, detect
 from palimpsest.server.agents.spec import Agent, Entries, Places, Scope, palimpsest_executable
 from palimpsest.server.agents.wiring import Change, Wiring
 from palimpsest.server.cli.output import print_json, stdout_console
-from palimpsest.server.cli.support import JsonOption, fail, on_store, run_command, settings_from_flags
+from palimpsest.server.cli.support import JsonOption, fail, on_store, settings_from_flags
 
 
 class AgentName(StrEnum):
@@ -100,9 +101,9 @@ def install(
 ) -> None:
     """Register the MCP server and the hooks in an agent's own files, merged with what is there.
 
-    Server: this installation's palimpsest, `serve --partition AGENT`; hooks: `palimpsest hook AGENT`.
-    A file is backed up before its first change; running it again changes nothing; `uninstall` restores
-    every file byte for byte.
+    The server is this installation's palimpsest (serve --partition AGENT); the hooks run palimpsest hook AGENT.
+
+    Each file is backed up before its first change; running it again changes nothing; uninstall restores it.
 
     Example: palimpsest install claude --scope project --dry-run
     """
@@ -183,10 +184,8 @@ def _status_table(result: agent_status.Status) -> Table:
     size = f"{store.size_bytes:,} bytes" if store.size_bytes is not None else "size unknown"
     if not store.exists:
         size = "no file yet"
-    table = Table(
-        title=f"store {store.kind} {store.uri} ({size}; {store.threads} threads, "
-        f"{store.messages} messages, {store.backlog} waiting for compaction)"
-    )
+    counts = f"{store.threads} threads, {store.messages} messages, {store.backlog} waiting for compaction"
+    table = Table(title=f"store {store.kind} {store.uri} ({size}; {'could not be read' if store.error else counts})")
     for column in ("agent", "wired", "messages", "last capture (UTC)", "backlog"):
         right = column in {"messages", "backlog"}
         table.add_column(column, justify="right" if right else "left", no_wrap=column != "wired")
@@ -206,6 +205,8 @@ def status(
     json: JsonOption = False,
 ) -> None:
     """Show, per agent, whether it is wired (user, project), its last capture and backlog, and the store.
+
+    A store that cannot be read is reported (exit code 1) after the wiring, which needs no store.
 
     Example: palimpsest status --json
     """
@@ -241,8 +242,13 @@ def status(
             result.store.kind = opened.kind
             await agent_status.fill_from_store(result, opened, settings.compaction)
 
-        run_command(lambda: on_store(settings, work))
+        try:
+            asyncio.run(on_store(settings, work))
+        except PalimpsestError as exc:
+            result.store.error = str(exc)
     if json:
         print_json(result)
     else:
         stdout_console().print(_status_table(result))
+    if result.store.error:
+        raise fail(result.store.error)
