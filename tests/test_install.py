@@ -533,3 +533,17 @@ def test_an_install_waits_for_one_in_progress(root: Path) -> None:
     assert [
         item["agent"] for item in json.loads((root / "data/palimpsest/install/manifest.json").read_text())["installs"]
     ] == ["codex"]
+
+
+def test_a_path_with_spaces_is_quoted_and_still_known_as_palimpsest() -> None:
+    from palimpsest.server.agents.documents import is_palimpsest_hook
+    from palimpsest.server.agents.spec import Entries
+
+    command = Entries(executable="/Users/me/My Tools/bin/palimpsest", store="sqlite:////tmp/a b.db").hook_command(
+        "cursor"
+    )
+    assert command == "'/Users/me/My Tools/bin/palimpsest' hook cursor --store 'sqlite:////tmp/a b.db'"
+    assert is_palimpsest_hook("cursor")(command)
+    assert not is_palimpsest_hook("claude")(command)
+    assert not is_palimpsest_hook("cursor")("/usr/bin/other hook cursor")
+    assert not is_palimpsest_hook("cursor")("palimpsest hook 'unterminated")
