@@ -12,19 +12,20 @@ from __future__ import annotations
 import asyncio
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from palimpsest.graph_schema.errors import PalimpsestError
-from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.agents import status as agent_status
-from palimpsest.server.agents.registry import AGENTS, agent_named, detect
-from palimpsest.server.agents.spec import Agent, Entries, Places, Scope, palimpsest_executable
-from palimpsest.server.agents.wiring import Change, Wiring
-from palimpsest.server.cli.output import print_json, stdout_console
 from palimpsest.server.cli.support import JsonOption, fail, on_store, settings_from_flags
+
+if TYPE_CHECKING:  # imported where used: ``palimpsest hook`` loads this module and must start fast
+    from rich.table import Table
+
+    from palimpsest.graph_schema.store import MemoryStore
+    from palimpsest.server.agents.spec import Agent, Scope
+    from palimpsest.server.agents.status import AgentStatus, Status
+    from palimpsest.server.agents.wiring import Change
 
 
 class AgentName(StrEnum):
@@ -37,8 +38,15 @@ class AgentName(StrEnum):
     cursor = "cursor"
 
 
+class ScopeName(StrEnum):
+    """``--scope``: ``palimpsest.server.agents.spec.Scope`` by name."""
+
+    user = "user"
+    project = "project"
+
+
 ScopeOption = Annotated[
-    Scope, typer.Option("--scope", help="user: every project (files under ~); project: this project's files.")
+    ScopeName, typer.Option("--scope", help="user: every project (files under ~); project: this project's files.")
 ]
 ProjectOption = Annotated[
     Path | None,
@@ -60,6 +68,8 @@ def _changes_json(agent: Agent, scope: Scope, changes: list[Change], dry_run: bo
 
 
 def _changes_table(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool) -> Table:
+    from rich.table import Table
+
     table = Table(title="would change (dry run: nothing written)" if dry_run else None)
     for column in ("agent", "scope", "file", "action"):
         table.add_column(column)
@@ -70,6 +80,8 @@ def _changes_table(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bo
 
 
 def _report(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool, json: bool) -> None:
+    from palimpsest.server.cli.output import print_json, stdout_console
+
     if json:
         print_json({"dry_run": dry_run, "agents": [_changes_json(a, s, c, dry_run) for a, s, c in results]})
         return
@@ -90,7 +102,7 @@ def install(
     detect_agents: Annotated[
         bool, typer.Option("--detect", help="Wire every agent whose config directory is on this machine.")
     ] = False,
-    scope: ScopeOption = Scope.user,
+    scope: ScopeOption = ScopeName.user,
     project: ProjectOption = None,
     dry_run: DryRunOption = False,
     store: Annotated[
@@ -107,18 +119,24 @@ def install(
 
     Example: palimpsest install claude --scope project --dry-run
     """
+    from palimpsest.server.agents.registry import AGENTS, agent_named, detect
+    from palimpsest.server.agents.spec import Entries, Places, Scope, palimpsest_executable
+    from palimpsest.server.agents.wiring import Wiring
+    from palimpsest.server.cli.output import stdout_console
+
     if (agent is None) == (not detect_agents):
         raise typer.BadParameter("name one AGENT or give --detect")
     places = Places.here(project)
+    where = Scope(scope.value)
     wiring = Wiring(places)
     try:
         entries = Entries(executable=palimpsest_executable(), store=store)
         agents = detect(places) if agent is None else [agent_named(agent.value)]
         if dry_run:
-            planned = [(item, scope, wiring.plan_install(item, scope, entries)) for item in agents]
+            planned = [(item, where, wiring.plan_install(item, where, entries)) for item in agents]
         else:
             with wiring.locked():
-                planned = [(item, scope, wiring.plan_install(item, scope, entries)) for item in agents]
+                planned = [(item, where, wiring.plan_install(item, where, entries)) for item in agents]
                 for item, item_scope, changes in planned:
                     wiring.install(item, item_scope, changes)
     except PalimpsestError as exc:
@@ -133,7 +151,7 @@ def install(
 
 def uninstall(
     agent: Annotated[AgentName, typer.Argument(help="The agent to unwire.")],
-    scope: ScopeOption = Scope.user,
+    scope: ScopeOption = ScopeName.user,
     project: ProjectOption = None,
     dry_run: DryRunOption = False,
     json: JsonOption = False,
@@ -144,17 +162,23 @@ def uninstall(
 
     Example: palimpsest uninstall codex --scope user
     """
+    from palimpsest.server.agents.registry import agent_named
+    from palimpsest.server.agents.spec import Entries, Places, Scope
+    from palimpsest.server.agents.wiring import Wiring
+    from palimpsest.server.cli.output import stdout_console
+
     places = Places.here(project)
     wiring = Wiring(places)
     chosen = agent_named(agent.value)
+    where = Scope(scope.value)
     try:
         entries = Entries(executable="palimpsest")
         if dry_run:
-            changes = wiring.plan_uninstall(chosen, scope, entries)
+            changes = wiring.plan_uninstall(chosen, where, entries)
         else:
             with wiring.locked():
-                changes = wiring.plan_uninstall(chosen, scope, entries)
-                wiring.uninstall(chosen, scope, changes)
+                changes = wiring.plan_uninstall(chosen, where, entries)
+                wiring.uninstall(chosen, where, changes)
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -164,22 +188,26 @@ def uninstall(
             f"palimpsest install {chosen.name} --scope {scope.value} left nothing to undo", markup=False
         )
         return
-    _report([(chosen, scope, changes)], dry_run, json)
+    _report([(chosen, where, changes)], dry_run, json)
 
 
-def _wired_text(item: agent_status.AgentStatus) -> str:
+def _wired_text(item: AgentStatus) -> str:
     """``user``, ``project``, both, ``no``, or ``not found`` (no config directory, nothing wired)."""
+    from palimpsest.server.agents.status import Wired
+
     scopes = [
-        scope.value if wired is agent_status.Wired.yes else f"{scope.value} ({wired.value})"
-        for scope, wired in ((Scope.user, item.user), (Scope.project, item.project))
-        if wired is not agent_status.Wired.no
+        name if wired is Wired.yes else f"{name} ({wired.value})"
+        for name, wired in (("user", item.user), ("project", item.project))
+        if wired is not Wired.no
     ]
     if scopes:
         return ", ".join(scopes)
     return "no" if item.config_dir else "not found"
 
 
-def _status_table(result: agent_status.Status) -> Table:
+def _status_table(result: Status) -> Table:
+    from rich.table import Table
+
     store = result.store
     size = f"{store.size_bytes:,} bytes" if store.size_bytes is not None else "size unknown"
     if not store.exists:
@@ -210,6 +238,11 @@ def status(
 
     Example: palimpsest status --json
     """
+    from palimpsest.server.agents import status as agent_status
+    from palimpsest.server.agents.registry import AGENTS
+    from palimpsest.server.agents.spec import Places, Scope
+    from palimpsest.server.cli.output import print_json, stdout_console
+
     settings = settings_from_flags(store)
     places = Places.here(project)
     agents = []
