@@ -159,7 +159,7 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
         "home/.codeium/windsurf/hooks.json": {
             "hooks": {
                 event: [{"command": hook("windsurf"), "show_output": False}]
-                for event in ("pre_user_prompt", "post_cascade_response", "post_cascade_response_with_transcript")
+                for event in ("post_cascade_response_with_transcript",)
             }
         },
     },
@@ -167,7 +167,7 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
         "project/.windsurf/hooks.json": {
             "hooks": {
                 event: [{"command": hook("windsurf"), "show_output": False}]
-                for event in ("pre_user_prompt", "post_cascade_response", "post_cascade_response_with_transcript")
+                for event in ("post_cascade_response_with_transcript",)
             }
         },
     },

@@ -2,9 +2,13 @@
 
 Windsurf reads MCP servers only from the user's ``~/.codeium/windsurf/mcp_config.json``,
 so project scope wires the hooks alone (``.windsurf/hooks.json``) and says so. Cascade
-hooks are flat handlers, ``{"command": ..., "show_output": false}``, per event: the
-transcript after each response, and the prompt and the reply for when no transcript
-comes.
+hooks are flat handlers, ``{"command": ..., "show_output": false}``, per event.
+
+One event is registered: ``post_cascade_response_with_transcript``, whose transcript
+holds the whole turn (tool calls included). ``palimpsest hook windsurf`` also reads
+``pre_user_prompt`` + ``post_cascade_response`` (the prompt and the reply alone), for a
+Windsurf that writes no transcript; registering both ways would store each turn twice,
+since their messages cannot be matched, so that way is left to the README's by-hand setup.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from palimpsest.server.agents.spec import Agent, ConfigFile, Entries, Places, Sc
 
 NAME = "windsurf"
 
-#: The Cascade events ``palimpsest hook windsurf`` handles.
-EVENTS = ("pre_user_prompt", "post_cascade_response", "post_cascade_response_with_transcript")
+#: The Cascade event whose payload names the conversation's transcript.
+EVENTS = ("post_cascade_response_with_transcript",)
 
 
 def files(scope: Scope, places: Places, entries: Entries) -> list[ConfigFile]:
