@@ -32,6 +32,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
 from palimpsest.server.cli import search as cli_search
+from palimpsest.server.cli import setup as cli_setup
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
     JsonOption,
@@ -271,6 +272,9 @@ def maintain(
 # In the order ``palimpsest --help`` lists them (groups, like ``hook``, come after the commands).
 app.command()(cli_feed.ingest)
 app.add_typer(cli_feed.hook_app)
+app.command()(cli_setup.install)
+app.command()(cli_setup.uninstall)
+app.command()(cli_setup.status)
 app.command()(stats)
 app.command()(cli_dag.compact)
 app.command()(cli_dag.describe)
