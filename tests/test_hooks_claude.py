@@ -187,3 +187,26 @@ def test_session_start_hands_back_memory_in_claude_codes_shape(tmp_path: Path) -
     text = json.loads(resumed.stdout)["hookSpecificOutput"]["additionalContext"]
     assert text.startswith("# Context of thread") or "Recent messages" in text
     assert "Done: JWT auth added." in text
+
+
+def test_the_hook_path_imports_no_heavy_library(tmp_path: Path) -> None:
+    # It runs after every turn: no LLM client, MCP server, numpy, rich or search stack on its way.
+    transcript = write_turn(tmp_path, claude_turns(SESSION)[0])
+    heavy = ("openai", "fastmcp", "numpy", "rich", "regex", "palimpsest.server.retrieval.grep")
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    code = (
+        "import sys\n"
+        "from palimpsest.server.cli.main import app\n"
+        "try:\n"
+        f"    app(['hook', 'claude', '--store', {url!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        f"print(sorted(name for name in {heavy!r} if name in sys.modules))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key not in CLEAN_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=payload(transcript), capture_output=True, text=True, env=env, timeout=120
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == "[]\n"
+    assert len(stored(url)) == 10

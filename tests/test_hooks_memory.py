@@ -18,7 +18,7 @@ from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.identity import estimate_tokens
 from palimpsest.graph_schema.models import NewFact, Summary
 from palimpsest.server.cli.main import app
-from palimpsest.server.retrieval.startup import RULES_CHARS, project_memory
+from palimpsest.server.retrieval.startup import RULES_CHARS, project_memory, write_rules
 from tests.transcripts import PROJECT_CWD, append_jsonl, claude_turns
 
 FIRST = "11111111-e544-47b9-898a-f169f651788c"
@@ -148,3 +148,12 @@ def test_rules_file_memory_stays_under_its_character_cap(tmp_path: Path) -> None
     text = asyncio.run(memory())
     assert 5000 < len(text) <= RULES_CHARS
     assert text.count("(fact ") < 60
+
+
+def test_rules_file_is_rewritten_only_when_the_memory_changes(tmp_path: Path) -> None:
+    path = tmp_path / ".windsurf" / "rules" / "palimpsest.md"
+    assert write_rules(path, "# Memory\n- one\n") is True
+    assert path.read_text(encoding="utf-8") == "---\ntrigger: always_on\n---\n\n# Memory\n- one\n"
+    assert write_rules(path, "# Memory\n- one\n") is False
+    assert write_rules(path, "# Memory\n- two\n") is True
+    assert [item.name for item in path.parent.iterdir()] == ["palimpsest.md"]
