@@ -44,9 +44,19 @@ _TOPIC_CHARS = 48
 _LIMITS = {"Files modified": 12, "Files read": 10, "Commands": 8, "Events": 40}
 _DEFAULT_LIMIT = 6
 #: Sections in time order: fitting drops their oldest item first (the rest lose their last).
-_DROP_FRONT = ("Events", "Completed", "Commands", "Failed attempts", "Decisions", "Open processes", "Next steps")
-#: Sections fitting empties first: what sentences suggest goes before what the tool calls prove.
-_SOFT = ("Completed", "Decisions", "Open processes", "Next steps", "Current state", "Files read")
+_DROP_FRONT = (
+    "Events",
+    "Completed",
+    "Current state",
+    "Commands",
+    "Failed attempts",
+    "Decisions",
+    "Open processes",
+    "Next steps",
+)
+#: Sections fitting trims first, in this order: what sentences suggest goes before what the
+#: tool calls prove, and decisions (the hardest to recover) last among them.
+_SOFT = ("Completed", "Files read", "Open processes", "Current state", "Next steps", "Decisions")
 _HEADING_RE = re.compile(
     r"^\s*#{0,6}\s*\*{0,2}\s*(" + "|".join([*SECTIONS, *(a.title() for a in _ALIASES)]) + r")\s*\*{0,2}\s*"
     r"(?::\s*\*{0,2}\s*(.*))?$",
@@ -126,10 +136,10 @@ def render(checkpoint: Checkpoint) -> str:
 def fit(checkpoint: Checkpoint, budget_tokens: int) -> str:
     """The longest rendering of ``checkpoint`` within ``budget_tokens`` (estimate_tokens: 4 characters a token).
 
-    Items go one at a time from the fullest section (its oldest item for sections in
-    time order, its last otherwise), so that every section keeps its best item
-    longest; sections read from sentences give way before those the tool calls prove
-    (files modified, commands, failures), and the objective goes last. When even the objective alone is too long, a
+    Items go one at a time: first from the sections read from sentences, in `_SOFT`
+    order (decisions last), then from the fullest of those the tool calls prove (files
+    modified, commands, failures); each loses its oldest item if it is in time order,
+    its last otherwise, and the objective goes last. When even the objective alone is too long, a
     single clipped line. A budget below one token gives empty text.
     """
     max_chars = 4 * budget_tokens
@@ -146,8 +156,8 @@ def fit(checkpoint: Checkpoint, budget_tokens: int) -> str:
             if len(text) <= max_chars:
                 return text
             break
-        soft = [name for name in droppable if name in _SOFT and (name != "Next steps" or len(sections[name]) > 1)]
-        name = max(soft or droppable, key=lambda n: (len(sections[n]), sum(len(item) for item in sections[n])))
+        soft = [name for name in _SOFT if sections[name] and (name != "Next steps" or len(sections[name]) > 1)]
+        name = soft[0] if soft else max(droppable, key=lambda n: (len(sections[n]), sum(len(i) for i in sections[n])))
         items = sections[name]
         pinned = min(trimmed.pinned_next, len(items) - 1) if name == "Next steps" else 0
         items.pop(pinned if name in _DROP_FRONT else len(items) - 1)

@@ -491,6 +491,10 @@ def test_context_command_line(tmp_path: Path) -> None:
     assert asked.exit_code == 0, asked.output
     assert json.loads(asked.stdout)["query"] == "refresh"
 
+    whole = runner.invoke(app, ["expand", ids[2], "--store", url, "--json"], env=env)
+    assert whole.exit_code == 0, whole.output
+    assert [item["content"] for item in json.loads(whole.stdout)["items"]] == ["1 failed, 41 passed"]
+
     unknown = runner.invoke(app, ["context", "nope", "--store", url], env=env)
     assert unknown.exit_code == 1
     assert unknown.stderr.strip() == "error: unknown thread id 'nope'"

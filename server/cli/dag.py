@@ -24,6 +24,7 @@ from palimpsest.server.cli.support import (
     run_command,
     settings_from_flags,
 )
+from palimpsest.server.retrieval.context import expand_node
 
 
 def compact(
@@ -82,7 +83,7 @@ def compact(
 
 
 def describe(
-    summary_id: Annotated[str, typer.Argument(help="A summary id (sum_...).")],
+    summary_id: Annotated[str, typer.Argument(help="A summary id (sum_...), or a message id (msg_...).")],
     partition: PartitionOption = None,
     all_partitions: AllPartitionsOption = False,
     store: StoreOption = None,
@@ -111,7 +112,7 @@ def describe(
 
 
 def expand(
-    summary_id: Annotated[str, typer.Argument(help="A summary id (sum_...).")],
+    summary_id: Annotated[str, typer.Argument(help="A summary id (sum_...), or a message id (msg_...).")],
     depth: Annotated[
         int | None, typer.Option("--depth", min=1, help="Levels down: 1 = direct children; none = the messages.")
     ] = None,
@@ -124,7 +125,7 @@ def expand(
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Print what a summary covers, in order: the original messages, byte for byte.
+    """Print what a summary covers, in order: the original messages, byte for byte (a message id: that message).
 
     Example: palimpsest expand sum_4be1c0d2a9f34e7b8c61d05f2a93e7c4 --limit 50
     """
@@ -134,7 +135,7 @@ def expand(
     scope = read_scope(settings, all_partitions, partition)
 
     async def work(opened: MemoryStore) -> ExpandPage:
-        return await opened.expand(scope, summary_id, depth=depth, limit=limit, cursor=cursor)
+        return await expand_node(opened, scope, summary_id, depth=depth, limit=limit, cursor=cursor)
 
     page = run_command(lambda: on_store(settings, work))
     if json:

@@ -73,8 +73,6 @@ PartitionArg = Annotated[
 ]
 ThreadIdArg = Annotated[Name, Field(description="The caller's thread id (e.g. a Claude Code session id).")]
 SummaryIdArg = Annotated[Name, Field(description="A summary id (sum_...), or a message id (msg_...) to read it whole.")]
-#: Ids of messages start so (`graph_schema/identity.py`): expand_summary gives such a message whole.
-MESSAGE_PREFIX = "msg_"
 
 
 @dataclass(frozen=True)
@@ -274,11 +272,9 @@ async def expand_summary(
     A message id (msg_..., as assemble_context shortens old tool outputs) gives that message whole.
     """
     with domain_errors():
-        store = _runtime(ctx).store
-        if summary_id.startswith(MESSAGE_PREFIX):
-            message = await store.get_message(_partition(ctx, partition), summary_id)
-            return ExpandPage(summary_id=summary_id, items=[message], total=1)
-        return await store.expand(_partition(ctx, partition), summary_id, depth=depth, limit=limit, cursor=cursor)
+        return await retrieval.context.expand_node(
+            _runtime(ctx).store, _partition(ctx, partition), summary_id, depth=depth, limit=limit, cursor=cursor
+        )
 
 
 async def get_summary_dag(

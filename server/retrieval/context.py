@@ -51,7 +51,7 @@ from pydantic import BaseModel, Field
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.identity import estimate_tokens
-from palimpsest.graph_schema.models import Fact, FrontierItem, Message, Role, Summary
+from palimpsest.graph_schema.models import ExpandPage, Fact, FrontierItem, Message, Role, Summary
 from palimpsest.graph_schema.store import MemoryStore
 
 if TYPE_CHECKING:  # recall (and the search stack under it) loads only when a query asks for it
@@ -85,6 +85,8 @@ PRUNING_SHARES: dict[bool, dict[SectionName, float]] = {
     False: {"summaries": 0.6, "recent": 0.4, "facts": 0.1},
     True: {"summaries": 0.5, "recent": 0.35, "facts": 0.05, "recall": 0.1},
 }
+#: Ids of messages start so (`graph_schema/identity.py`); `expand_node` reads such an id whole.
+MESSAGE_PREFIX = "msg_"
 #: Newest recent messages always shown whole, tool output or not.
 KEEP_WHOLE = 6
 #: Longest first line of a shortened message, in characters.
@@ -371,6 +373,30 @@ async def _fill(
         first_seq=min((span[0] for span in spans), default=None),
         last_seq=max((span[1] for span in spans), default=None),
     )
+
+
+async def expand_node(
+    store: MemoryStore,
+    partition: str | None,
+    node_id: str,
+    *,
+    depth: int | None = None,
+    limit: int = 200,
+    cursor: str | None = None,
+) -> ExpandPage:
+    """What ``expand_summary`` (and ``palimpsest expand``) returns: a summary expanded, or a message whole.
+
+    Why a message id too: the context shortens old tool outputs to a line and names
+    their message id as the way back (see the module docstring).
+
+    Raises:
+        NotFound: if no such summary or message exists in the partition.
+        InvalidInput: for a cursor this store did not hand out, or depth < 1.
+    """
+    if node_id.startswith(MESSAGE_PREFIX):
+        message = await store.get_message(partition, node_id)
+        return ExpandPage(summary_id=node_id, items=[message], total=1)
+    return await store.expand(partition, node_id, depth=depth, limit=limit, cursor=cursor)
 
 
 # -- rendering: how each kind of candidate reads in the text ------------------------------
