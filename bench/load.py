@@ -176,6 +176,17 @@ async def drive(url: str, clients: int, seconds: float, threads: list[str], seed
     return tally
 
 
+async def seed_threads(url: str, threads: list[str]) -> Tally:
+    """One message in each thread, so every call of the mix names a thread that exists."""
+    tally = Tally()
+    async with Client(url, timeout=60) as session:
+        for thread in threads:
+            message = {"role": "user", "content": f"{thread} starts: " + " ".join(WORDS), "message_id": "seed"}
+            await session.call_tool("append_messages", {"thread_id": thread, "messages": [message]})
+            tally.acknowledged[thread].append("seed")
+    return tally
+
+
 async def wipe_neo4j(uri: str) -> None:
     import neo4j
 
@@ -243,6 +254,7 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
     url = f"http://127.0.0.1:{port}/mcp"
     threads = [f"load-{n}" for n in range(max(1, args.clients // 4))]
     try:
+        seeded = await seed_threads(url, threads)
         console.print(f"[bold]{kind}[/]: 1 client for {args.baseline_seconds:g} s (baseline)...")
         baseline = await drive(url, 1, args.baseline_seconds, threads, seed=1)
         console.print(f"[bold]{kind}[/]: {args.clients} clients for {args.seconds:g} s...")
@@ -254,7 +266,7 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
         except subprocess.TimeoutExpired:
             server.kill()
     acknowledged: dict[str, list[str]] = defaultdict(list)
-    for tally in (baseline, load):
+    for tally in (seeded, baseline, load):
         for thread, ids in tally.acknowledged.items():
             acknowledged[thread].extend(ids)
     total, lost, duplicated, breaches = await verify(store_uri, acknowledged)
