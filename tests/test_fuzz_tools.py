@@ -17,8 +17,8 @@ one in another (``beta``), so ids of both are in play. Hypothesis runs in a work
 thread and hands each call to the event loop that owns the client, so one server and one
 client serve every example.
 
-Budget: ``PALIMPSEST_FUZZ_EXAMPLES`` examples per tool and store (default 20, which keeps
-`make test` near half a minute per store); raise it by hand for a longer run, e.g.
+Budget: ``PALIMPSEST_FUZZ_EXAMPLES`` examples per tool and store (default 20, about a
+minute a store in `make test` on a busy 2-core machine); raise it by hand for a longer run, e.g.
 ``PALIMPSEST_FUZZ_EXAMPLES=2000``. Values that reach defects fixed elsewhere are left out;
 see `fuzz_strategies.KNOWN_DEFECTS`.
 """
