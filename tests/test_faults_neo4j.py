@@ -35,6 +35,7 @@ from fastmcp.exceptions import ToolError
 
 from palimpsest.graph_schema.backends import Neo4jCredentials
 from palimpsest.graph_schema.doctor import check_store
+from palimpsest.graph_schema.errors import StoreUnavailable
 from palimpsest.graph_schema.neo4j.store import Neo4jStore
 from palimpsest.server.mcp.app import build_server
 from palimpsest.server.settings import Settings
@@ -254,3 +255,16 @@ async def test_a_compaction_survives_a_neo4j_restart(running_neo4j: OwnedNeo4j) 
         stored = await store.get_messages(PARTITION, thread)
         assert [message.source_id for message in stored] == [message["message_id"] for message in messages]
         assert not await check_store(store)
+
+
+async def test_an_unreachable_neo4j_is_reported_in_one_line() -> None:
+    """The driver joins a failed connection's causes with newlines; a client gets one sentence."""
+    uri = f"bolt://127.0.0.1:{free_port()}"  # nothing listens there
+    store = Neo4jStore(uri, Neo4jCredentials(), retry_seconds=0.2, connect_seconds=0.5)
+    try:
+        with pytest.raises(StoreUnavailable, match=f"^Neo4j at {uri} cannot be reached") as refused:
+            await store.initialize()
+    finally:
+        await store.close()
+    assert "\n" not in str(refused.value)
+    assert "Connect call failed" in str(refused.value)
