@@ -7,8 +7,9 @@ Run by hand (not a test), loopback only, bounded in clients and seconds::
 
 For each store it starts ``palimpsest serve --transport http`` on a free loopback port,
 with the compaction tick every two seconds and a small threshold, so the scheduler folds
-threads while the clients work. First one client alone runs the same mix for
-``--baseline-seconds`` (the same-run baseline), then ``--clients`` clients run it for
+threads while the clients work. One client warms the server up (``--warmup-seconds``,
+untimed), then runs the same mix alone for ``--baseline-seconds`` (the same-run
+baseline), then ``--clients`` clients run it for
 ``--seconds``: each call is one of append (a batch of 1 to 5 messages to one of a few
 shared threads, so appends contend), grep (text, the words of the turns), expand (a
 summary a grep hit is covered by, or one of the thread's DAG) and assemble_context.
@@ -255,6 +256,8 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
     threads = [f"load-{n}" for n in range(max(1, args.clients // 4))]
     try:
         seeded = await seed_threads(url, threads)
+        # Untimed: the first calls pay for cold caches (on Neo4j, every query plan compiled once).
+        warmup = await drive(url, 1, args.warmup_seconds, threads, seed=3)
         console.print(f"[bold]{kind}[/]: 1 client for {args.baseline_seconds:g} s (baseline)...")
         baseline = await drive(url, 1, args.baseline_seconds, threads, seed=1)
         console.print(f"[bold]{kind}[/]: {args.clients} clients for {args.seconds:g} s...")
@@ -266,7 +269,7 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
         except subprocess.TimeoutExpired:
             server.kill()
     acknowledged: dict[str, list[str]] = defaultdict(list)
-    for tally in (seeded, baseline, load):
+    for tally in (seeded, warmup, baseline, load):
         for thread, ids in tally.acknowledged.items():
             acknowledged[thread].extend(ids)
     total, lost, duplicated, breaches = await verify(store_uri, acknowledged)
@@ -289,10 +292,12 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
             f"{alone:.0f}",
             f"{p99 / alone:.1f}x" if alone == alone and alone > 0 else "-",
         )
-    errors = sum(load.errors.values()) + sum(baseline.errors.values())
+    phases = (warmup, baseline, load)
+    errors = sum(sum(tally.errors.values()) for tally in phases)
+    samples = [sample for tally in phases for sample in tally.error_samples]
     table.caption = (
         f"acknowledged {total} messages: lost {lost}, duplicated {duplicated}; doctor breaches {breaches}; "
-        f"errors {errors}" + (f" (first: {(baseline.error_samples + load.error_samples)[0]})" if errors else "")
+        f"errors {errors}" + (f" (first: {samples[0]})" if errors else "")
     )
     return table
 
@@ -312,9 +317,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32, choices=range(1, 129), metavar="1..128")
     parser.add_argument("--seconds", type=float, default=60.0, help="load phase length (at most 600)")
     parser.add_argument("--baseline-seconds", type=float, default=10.0, help="single-client phase length")
+    parser.add_argument("--warmup-seconds", type=float, default=10.0, help="untimed single-client phase first")
     args = parser.parse_args()
-    if not 0 < args.seconds <= 600 or not 0 < args.baseline_seconds <= 600:
-        parser.error("--seconds and --baseline-seconds must be within 0..600")
+    if not all(0 < value <= 600 for value in (args.seconds, args.baseline_seconds, args.warmup_seconds)):
+        parser.error("--seconds, --baseline-seconds and --warmup-seconds must be within 0..600")
     asyncio.run(main_async(args))
 
 
