@@ -75,6 +75,11 @@ def from_epoch_us(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def one_line(exc: Exception) -> str:
+    """A driver exception's text on one line: the driver joins the causes of a failed connection with newlines."""
+    return " ".join(str(exc).split())
+
+
 def plain_props(raw: dict[str, Any]) -> dict[str, Any]:
     return {key: native(value) for key, value in raw.items()}
 
@@ -138,10 +143,10 @@ class Neo4jBase:
             raise InvalidInput(f"{where} rejected the request: {exc.message}") from exc
         except (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired) as exc:
             raise StoreUnavailable(
-                f"{where} cannot be reached ({exc}); check that the server is running and reachable"
+                f"{where} cannot be reached ({one_line(exc)}); check that the server is running and reachable"
             ) from exc
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError) as exc:
-            raise StoreUnavailable(f"{where} failed: {exc}") from exc
+            raise StoreUnavailable(f"{where} failed: {one_line(exc)}") from exc
 
     def _ready(self) -> AsyncDriver:
         if self._driver is None:
