@@ -80,9 +80,9 @@ AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
 # -- threads and messages ----------------------------------------------------------
 
 #: Create or find the thread, take its write lock, then read its counters and which
-#: of the batch's ids are already stored: everything after this sees committed state.
-#: A message id derives from its thread, so an empty thread (a fresh ingest) holds
-#: none of them and the lookups are skipped.
+#: of the batch's caller ids the thread already holds (with their stored ids, whatever
+#: id scheme stored them): everything after this sees committed state. An empty
+#: thread (a fresh ingest) holds none of them and the lookups are skipped.
 APPEND_LOCK: LiteralString = """
 MERGE (t:Thread {id: $thread_id})
 ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $now,
@@ -92,8 +92,9 @@ REMOVE t._lock
 RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
     t.message_count - t.covered_count AS uncovered,
     COLLECT {
-        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $ids END AS id
-        MATCH (m:Message {id: id}) RETURN m.id
+        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $source_ids END AS source_id
+        MATCH (m:Message {partition: $partition, thread_id: $thread_id, source_id: source_id})
+        RETURN [m.source_id, m.id]
     } AS existing
 """
 

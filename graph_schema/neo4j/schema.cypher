@@ -10,6 +10,10 @@ CREATE CONSTRAINT fact_id IF NOT EXISTS FOR (f:Fact) REQUIRE f.id IS UNIQUE;
 // A thread's messages in seq order, within its partition (appends, expand, uncovered).
 CREATE RANGE INDEX message_thread_seq IF NOT EXISTS FOR (m:Message) ON (m.partition, m.thread_id, m.seq);
 
+// A thread's message by its caller id: how an append finds a repeat, whatever id
+// scheme stored it (graph_schema/identity.py).
+CREATE RANGE INDEX message_thread_source IF NOT EXISTS FOR (m:Message) ON (m.partition, m.thread_id, m.source_id);
+
 // A thread's summaries level by level in thread order (uncovered_summaries, expand).
 CREATE RANGE INDEX summary_thread_level IF NOT EXISTS FOR (s:Summary) ON (s.thread_id, s.level, s.first_seq);
 

@@ -149,22 +149,28 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"message metadata must be JSON: {exc}") from exc
         now = utcnow()
-        ids = [message.id for message in prepared]
+        source_ids = [message.source_id for message in prepared]
 
         async def work(tx: AsyncManagedTransaction) -> AppendResult:
             (head,) = await self._run(
-                tx, q.APPEND_LOCK, thread_id=thread_id, partition=partition, project=project, now=now, ids=ids
+                tx,
+                q.APPEND_LOCK,
+                thread_id=thread_id,
+                partition=partition,
+                project=project,
+                now=now,
+                source_ids=source_ids,
             )
             if head["partition"] != partition:
                 raise Conflict(f"thread {thread_id!r} belongs to another partition than {partition!r}")
-            seen = set(head["existing"])
+            stored_ids: dict[str, str] = dict(head["existing"])
             rows: list[dict[str, Any]] = []
             last_seq = head["last_seq"]
             message_project = project if project is not None else head["project"]
             for message, meta in zip(prepared, metadata, strict=True):
-                if message.id in seen:
+                if message.source_id in stored_ids:
                     continue
-                seen.add(message.id)
+                stored_ids[message.source_id] = message.id
                 last_seq += 1
                 rows.append(
                     vars(message)
@@ -197,7 +203,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                 partition=partition,
                 appended=len(rows),
                 duplicates=len(prepared) - len(rows),
-                message_ids=ids,
+                message_ids=[stored_ids[message.source_id] for message in prepared],
                 uncompacted=uncovered,
             )
 

@@ -39,7 +39,12 @@ UPDATE threads SET message_count = message_count + :added, tokens = tokens + :to
     updated_at = :now, project = COALESCE(project, :project)
 WHERE id = :thread_id
 """
-EXISTING_MESSAGE_IDS = f"SELECT id FROM messages WHERE id IN {IN_IDS}"
+#: The stored ids of a batch's caller ids already in the thread: a repeat is found by
+#: (thread, caller id), whatever id scheme stored it (see ``identity``).
+EXISTING_MESSAGE_IDS = f"""
+SELECT source_id, id FROM messages
+WHERE thread_id = :thread_id AND partition = :partition AND source_id IN {IN_IDS}
+"""
 MESSAGES_IN_RANGE = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages
 WHERE thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq

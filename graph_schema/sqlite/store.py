@@ -169,7 +169,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
         with transaction(conn, "IMMEDIATE"):
             now = stored_time(utcnow())
             thread = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": None}).fetchone()
-            existing: set[str] = set()
+            existing: dict[str, str] = {}
             if thread is None:
                 conn.execute(
                     q.INSERT_THREAD, {"thread_id": thread_id, "partition": partition, "project": project, "now": now}
@@ -180,16 +180,20 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
             else:
                 next_seq, covered, thread_project = thread["message_count"], thread["covered_count"], thread["project"]
                 if next_seq and prepared:
-                    ids = ids_json([message.id for message in prepared])
-                    existing = {row[0] for row in conn.execute(q.EXISTING_MESSAGE_IDS, {"ids": ids})}
+                    params = {
+                        "thread_id": thread_id,
+                        "partition": partition,
+                        "ids": ids_json([message.source_id for message in prepared]),
+                    }
+                    existing = {row[0]: row[1] for row in conn.execute(q.EXISTING_MESSAGE_IDS, params)}
             message_project = project if project is not None else thread_project
-            seen = set(existing)
+            stored_ids = dict(existing)
             new_rows: list[tuple[Any, ...]] = []
             tokens = 0
             for message, row in zip(prepared, rows, strict=True):
-                if message.id in seen:
+                if message.source_id in stored_ids:
                     continue
-                seen.add(message.id)
+                stored_ids[message.source_id] = message.id
                 tokens += message.tokens
                 new_rows.append((*row[:4], message_project, next_seq + len(new_rows), *row[4:]))
             if new_rows:
@@ -203,7 +207,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
             partition=partition,
             appended=len(new_rows),
             duplicates=len(prepared) - len(new_rows),
-            message_ids=[message.id for message in prepared],
+            message_ids=[stored_ids[message.source_id] for message in prepared],
             uncompacted=next_seq + len(new_rows) - covered,
         )
 
