@@ -106,6 +106,11 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                     max_transaction_retry_time=self._retry_seconds,
                     connection_timeout=self._connect_seconds,
                     user_agent="palimpsest",
+                    # Queries name labels and relationship types an empty or young store
+                    # does not hold yet (EXTRACTED_FROM before the first fact): the server's
+                    # "does not exist" warnings say nothing wrong, yet each one logs a
+                    # multi-KB record on every such query.
+                    notifications_disabled_classifications=[neo4j.NotificationDisabledClassification.UNRECOGNIZED],
                 )
             except (ValueError, neo4j_errors.ConfigurationError) as exc:
                 raise InvalidInput(f"cannot use Neo4j URI {self._uri!r}: {exc}") from exc
