@@ -325,6 +325,9 @@ class StoreStats(BaseModel):
     summaries_by_level: dict[int, int]
     facts: int
     tokens: int
+    secrets_redacted: int = Field(
+        0, description="Credentials replaced by [secret:KIND:HASH8] before storage (graph_schema/redact.py)."
+    )
 
 
 # -- maintenance: the background loop's record of what it did ------------------------

@@ -105,7 +105,8 @@ RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
 APPEND_WRITE: LiteralString = """
 MATCH (t:Thread {id: $thread_id})
 SET t.last_seq = $last_seq, t.message_count = t.message_count + size($rows),
-    t.tokens = t.tokens + $tokens, t.updated_at = $now, t.project = coalesce(t.project, $project)
+    t.tokens = t.tokens + $tokens, t.secrets_redacted = coalesce(t.secrets_redacted, 0) + $secrets,
+    t.updated_at = $now, t.project = coalesce(t.project, $project)
 WITH t
 OPTIONAL MATCH (prev:Message {partition: $partition, thread_id: $thread_id, seq: $prev_seq})
 CALL (prev) {
@@ -208,8 +209,9 @@ CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
 STATS: LiteralString = """
 MATCH (t:Thread)
 WHERE $partition IS NULL OR t.partition = $partition
-WITH count(t) AS threads, sum(t.message_count) AS messages, sum(t.tokens) AS tokens
-RETURN threads, messages, tokens,
+WITH count(t) AS threads, sum(t.message_count) AS messages, sum(t.tokens) AS tokens,
+    sum(coalesce(t.secrets_redacted, 0)) AS secrets
+RETURN threads, messages, tokens, secrets,
     COLLECT {
         MATCH (s:Summary) WHERE $partition IS NULL OR s.partition = $partition
         WITH s.level AS level, count(*) AS n

@@ -52,7 +52,7 @@ from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
-from palimpsest.graph_schema.prepare import check_kinds, check_limit, prepare_append
+from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, check_limit, prepare_append
 from palimpsest.graph_schema.store import MemoryStore
 
 __all__ = ["Neo4jStore", "snippet"]
@@ -170,15 +170,17 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                 raise Conflict(f"thread {thread_id!r} belongs to another partition than {partition!r}")
             stored_ids: dict[str, str] = dict(head["existing"])
             rows: list[dict[str, Any]] = []
+            new_messages: list[PreparedMessage] = []
             last_seq = head["last_seq"]
             message_project = project if project is not None else head["project"]
             for message, meta in zip(prepared, metadata, strict=True):
                 if message.source_id in stored_ids:
                     continue
                 stored_ids[message.source_id] = message.id
+                new_messages.append(message)
                 last_seq += 1
                 rows.append(
-                    vars(message)
+                    {key: value for key, value in vars(message).items() if key != "secrets"}
                     | {
                         "metadata": meta,
                         "seq": last_seq,
@@ -201,6 +203,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                     last_seq=last_seq,
                     prev_seq=head["last_seq"],
                     tokens=sum(row["tokens"] for row in rows),
+                    secrets=sum(message.secrets for message in new_messages),
                 )
                 uncovered = written["uncovered"]
             return AppendResult(
@@ -314,4 +317,5 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
             summaries_by_level={level: count for level, count in sorted(row["levels"])},
             facts=row["facts"],
             tokens=row["tokens"] or 0,
+            secrets_redacted=row["secrets"] or 0,
         )

@@ -36,7 +36,7 @@ INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 """
 GROW_THREAD = """
 UPDATE threads SET message_count = message_count + :added, tokens = tokens + :tokens,
-    updated_at = :now, project = COALESCE(project, :project)
+    secrets_redacted = secrets_redacted + :secrets, updated_at = :now, project = COALESCE(project, :project)
 WHERE id = :thread_id
 """
 #: The stored ids of a batch's caller ids already in the thread: a repeat is found by
@@ -136,7 +136,8 @@ SELECT id, partition, project, created_at, updated_at, message_count FROM thread
 WHERE :partition IS NULL OR partition = :partition ORDER BY updated_at DESC, id LIMIT :limit
 """
 THREAD_TOTALS = """
-SELECT count(*), coalesce(sum(message_count), 0), coalesce(sum(tokens), 0) FROM threads
+SELECT count(*), coalesce(sum(message_count), 0), coalesce(sum(tokens), 0), coalesce(sum(secrets_redacted), 0)
+FROM threads
 WHERE :partition IS NULL OR partition = :partition
 """
 SUMMARY_LEVELS = """
@@ -419,3 +420,9 @@ COMMON_TERM_MIN_ROWS = 1000
 def query_words(text: str) -> list[str]:
     """The words ``fts_query`` searches, in order, each once."""
     return list(dict.fromkeys(identity.words(text)))[:_MAX_QUERY_WORDS]
+
+
+# -- migrations: files written by older versions (``migrations``) --------------------------
+
+TABLE_COLUMNS = "SELECT name FROM pragma_table_info(:table)"
+ADD_SECRETS_REDACTED = "ALTER TABLE threads ADD COLUMN secrets_redacted INTEGER NOT NULL DEFAULT 0"

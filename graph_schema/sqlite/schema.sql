@@ -19,7 +19,9 @@ CREATE TABLE IF NOT EXISTS threads (
     -- Messages some level-1 summary covers; message_count - covered_count is the backlog.
     covered_count INTEGER NOT NULL DEFAULT 0,
     -- Sum of the messages' token estimates, so stats never scans messages.
-    tokens        INTEGER NOT NULL DEFAULT 0
+    tokens        INTEGER NOT NULL DEFAULT 0,
+    -- Credentials replaced before storage (graph_schema/redact.py), for stats.
+    secrets_redacted INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX IF NOT EXISTS threads_by_partition ON threads (partition, updated_at);

@@ -54,6 +54,7 @@ from palimpsest.graph_schema.sqlite.base import (
 from palimpsest.graph_schema.sqlite.dag import SqliteDag
 from palimpsest.graph_schema.sqlite.facts import SqliteFacts
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
+from palimpsest.graph_schema.sqlite.migrations import migrate
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
 
 #: How long a writer waits for another process's write transaction before giving up.
@@ -112,6 +113,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
+                migrate(conn)
                 conn.executescript(schema)
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None and self._conn is None:
@@ -189,18 +191,26 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
             message_project = project if project is not None else thread_project
             stored_ids = dict(existing)
             new_rows: list[tuple[Any, ...]] = []
-            tokens = 0
+            tokens = secrets = 0
             for message, row in zip(prepared, rows, strict=True):
                 if message.source_id in stored_ids:
                     continue
                 stored_ids[message.source_id] = message.id
                 tokens += message.tokens
+                secrets += message.secrets
                 new_rows.append((*row[:4], message_project, next_seq + len(new_rows), *row[4:]))
             if new_rows:
                 conn.executemany(q.INSERT_MESSAGE, new_rows)
                 conn.execute(
                     q.GROW_THREAD,
-                    {"added": len(new_rows), "tokens": tokens, "now": now, "project": project, "thread_id": thread_id},
+                    {
+                        "added": len(new_rows),
+                        "tokens": tokens,
+                        "secrets": secrets,
+                        "now": now,
+                        "project": project,
+                        "thread_id": thread_id,
+                    },
                 )
         return AppendResult(
             thread_id=thread_id,
@@ -327,7 +337,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
         def read(conn: sqlite3.Connection) -> StoreStats:
             params = {"partition": partition}
             with transaction(conn, "DEFERRED"):
-                threads, messages, tokens = conn.execute(q.THREAD_TOTALS, params).fetchone()
+                threads, messages, tokens, secrets = conn.execute(q.THREAD_TOTALS, params).fetchone()
                 levels = {level: count for level, count in conn.execute(q.SUMMARY_LEVELS, params)}
                 (facts,) = conn.execute(q.FACT_COUNT, params).fetchone()
             return StoreStats(
@@ -338,6 +348,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 summaries_by_level=levels,
                 facts=facts,
                 tokens=tokens,
+                secrets_redacted=secrets,
             )
 
         return await self._run(read)
