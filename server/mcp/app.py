@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
 import mcp_types
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from fastmcp import FastMCP
@@ -35,6 +36,7 @@ from palimpsest.scheduler.foreground import ForegroundGate
 from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
 from palimpsest.scheduler.summarizers import make_summarizer
 from palimpsest.server.mcp.partitions import PartitionTokenVerifier, load_token_grants
+from palimpsest.server.mcp.stdio import run_stdio
 from palimpsest.server.mcp.tools import RUNTIME_KEY, ArgumentErrors, Runtime, register_tools
 from palimpsest.server.settings import Settings
 
@@ -214,7 +216,7 @@ def run_server(settings: Settings, *, transport: str = "stdio", host: str = "127
     """
     _log_to_stderr()
     if transport == "stdio":
-        build_server(settings).run(transport="stdio", show_banner=False)
+        anyio.run(run_stdio, build_server(settings))
         return
     if transport != "http":
         raise InvalidInput(f"unknown transport {transport!r}: use stdio or http")
