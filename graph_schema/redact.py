@@ -36,23 +36,39 @@ PRIVATE_MARK = "[private]"
 
 _PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
 
-#: KIND -> the pattern of one credential; a ``secret`` group, where present, is the
-#: part replaced (the header name before a bearer token stays readable).
-_SECRETS: dict[str, re.Pattern[str]] = {
-    "private-key": re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-        re.DOTALL,
+#: KIND -> the strings one of which a credential of that kind holds (lowercase for the
+#: case-blind bearer header), and its pattern; a ``secret`` group, where present, is
+#: the part replaced (the header name before a bearer token stays readable). The
+#: strings are looked for first: a plain ``in`` costs microseconds where a pattern
+#: starting with ``\b`` scans the text at Python speed, which made ingest 8 times slower.
+_SECRETS: dict[str, tuple[tuple[str, ...], re.Pattern[str]]] = {
+    "private-key": (
+        ("PRIVATE KEY",),
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r".*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
     ),
-    "aws-access-key": re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-    "github-token": re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    "gitlab-token": re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_\-]{20,255}"),
-    "anthropic-key": re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,255}"),
-    "openai-key": re.compile(r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,255}"),
-    "bearer-token": re.compile(
-        r"\bauthorization[\"']?\s*[:=]\s*[\"']?\s*bearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE
+    "aws-access-key": (("AKIA", "ASIA", "ABIA", "ACCA"), re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
+    "github-token": (
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+    ),
+    "gitlab-token": (
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glsoat-"),
+        re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|soat)-[A-Za-z0-9_\-]{20,255}"),
+    ),
+    "anthropic-key": (("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,255}")),
+    "openai-key": (("sk-",), re.compile(r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,255}")),
+    "bearer-token": (
+        ("bearer",),
+        re.compile(
+            r"\bauthorization[\"']?\s*[:=]\s*[\"']?\s*bearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)", re.IGNORECASE
+        ),
     ),
 }
+_CASE_BLIND = {"bearer-token"}
 
 
 @dataclass(frozen=True)
@@ -82,12 +98,17 @@ def secret_mark(kind: str, secret: str) -> str:
 
 def redact(text: str, *, secrets: bool = True) -> Redacted:
     """``text`` with its private spans, and its credentials when ``secrets``, replaced."""
-    text, private_spans = _PRIVATE.subn(PRIVATE_MARK, text)
+    private_spans = 0
+    if "<private>" in text.lower():
+        text, private_spans = _PRIVATE.subn(PRIVATE_MARK, text)
     found = 0
     if secrets:
-        for kind, pattern in _SECRETS.items():
-            text, count = pattern.subn(functools.partial(_replace, kind), text)
-            found += count
+        lowered = text.lower()
+        for kind, (needles, pattern) in _SECRETS.items():
+            haystack = lowered if kind in _CASE_BLIND else text
+            if any(needle in haystack for needle in needles):
+                text, count = pattern.subn(functools.partial(_replace, kind), text)
+                found += count
     return Redacted(text=text, secrets=found, private_spans=private_spans)
 
 
