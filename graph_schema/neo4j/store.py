@@ -35,7 +35,7 @@ from neo4j import AsyncGraphDatabase, AsyncManagedTransaction
 from neo4j import exceptions as neo4j_errors
 
 from palimpsest.graph_schema import identity
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.errors import InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
     AppendResult,
     Message,
@@ -47,7 +47,15 @@ from palimpsest.graph_schema.models import (
     utcnow,
 )
 from palimpsest.graph_schema.neo4j import queries as q
-from palimpsest.graph_schema.neo4j.base import EPOCH, UNBOUNDED, aware, message_from_record, native, thread_from_record
+from palimpsest.graph_schema.neo4j.base import (
+    EPOCH,
+    UNBOUNDED,
+    aware,
+    message_from_record,
+    native,
+    one_thread,
+    thread_from_record,
+)
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
@@ -166,8 +174,6 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                 now=now,
                 source_ids=source_ids,
             )
-            if head["partition"] != partition:
-                raise Conflict(f"thread {thread_id!r} belongs to another partition than {partition!r}")
             stored_ids: dict[str, str] = dict(head["existing"])
             rows: list[dict[str, Any]] = []
             new_messages: list[PreparedMessage] = []
@@ -247,8 +253,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
             last_seq=UNBOUNDED if last_seq is None else last_seq,
             limit=UNBOUNDED if limit is None else limit,
         )
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return [message_from_record(raw) for raw in rows[0]["messages"]]
 
     async def get_message(self, partition: str | None, message_id: str) -> Message:

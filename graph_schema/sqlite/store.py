@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
+from palimpsest.graph_schema.errors import InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.models import (
     AppendResult,
     Message,
@@ -113,7 +113,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
-                migrate(conn)
+                migrate(conn, schema)
                 conn.executescript(schema)
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None and self._conn is None:
@@ -170,15 +170,13 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
     ) -> AppendResult:
         with transaction(conn, "IMMEDIATE"):
             now = stored_time(utcnow())
-            thread = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": None}).fetchone()
+            thread = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": partition}).fetchone()
             existing: dict[str, str] = {}
             if thread is None:
                 conn.execute(
                     q.INSERT_THREAD, {"thread_id": thread_id, "partition": partition, "project": project, "now": now}
                 )
                 next_seq, covered, thread_project = 0, 0, project
-            elif thread["partition"] != partition:
-                raise Conflict(f"thread id {thread_id!r} is already used by another partition")
             else:
                 next_seq, covered, thread_project = thread["message_count"], thread["covered_count"], thread["project"]
                 if next_seq and prepared:
@@ -210,6 +208,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                         "now": now,
                         "project": project,
                         "thread_id": thread_id,
+                        "partition": partition,
                     },
                 )
         return AppendResult(
@@ -249,8 +248,9 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
 
         def read(conn: sqlite3.Connection) -> list[Message]:
             with transaction(conn, "DEFERRED"):
-                require_thread(conn, partition, thread_id)
-                return [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, params)]
+                thread = require_thread(conn, partition, thread_id)
+                scoped = {**params, "partition": thread["partition"]}
+                return [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, scoped)]
 
         return await self._run(read)
 

@@ -70,10 +70,10 @@ def read_hook_input(text: str) -> HookInput:
 async def _resume_from(store: MemoryStore, partition: str, hook: HookInput) -> FilePosition | None:
     """Where the unread part of the transcript starts, ``None`` to read all of it."""
     try:
-        thread = await store.get_thread(None, hook.session_id)
+        thread = await store.get_thread(partition, hook.session_id)
     except NotFound:
         return None
-    if thread.partition != partition or thread.message_count == 0:
+    if thread.message_count == 0:
         return None
     last = await store.get_messages(partition, hook.session_id, first_seq=thread.message_count - 1, limit=1)
     return resume_position(hook.transcript, last[-1].source_id) if last else None
@@ -87,7 +87,6 @@ async def ingest_hook(store: MemoryStore, hook: HookInput, *, partition: str) ->
 
     Raises:
         InvalidInput: naming ``FILE:LINE`` for a bad line; nothing written.
-        Conflict: if the session is stored in another partition; nothing written.
     """
     start = await _resume_from(store, partition, hook)
     parsed = parse_claude_code(hook.transcript, partition=partition, start=start)
