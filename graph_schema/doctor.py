@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, Field
 
-from palimpsest.graph_schema.errors import NotFound
 from palimpsest.graph_schema.identity import message_sha256, summary_digest
 from palimpsest.graph_schema.models import Message, Summary, Thread, ThreadSnapshot
 from palimpsest.graph_schema.store import MemoryStore
@@ -54,17 +53,17 @@ async def check_store(
 
     Raises:
         NotFound: If ``thread_id`` names no thread (in ``partition`` when given).
+        InvalidInput: If ``thread_id`` is given without ``partition`` and several
+            partitions have a thread of that id.
     """
-    # Snapshots are read across partitions on purpose: a node moved out of its thread's
-    # partition must still be seen, to be reported.
+    # A thread is (partition, id): two partitions may each have a thread of one id, so
+    # each snapshot names its thread's partition. A node moved out of that partition is
+    # then missing from the thread, which the checks report (invariant 7).
     if thread_id is not None:
-        snapshot = await store.snapshot(None, thread_id)
-        if partition is not None and snapshot.thread.partition != partition:
-            raise NotFound("thread", thread_id)
-        return check_snapshot(snapshot)
+        return check_snapshot(await store.snapshot(partition, thread_id))
     breaches: list[Breach] = []
     for thread in await store.list_threads(partition, limit=MAX_THREADS):
-        breaches.extend(check_snapshot(await store.snapshot(None, thread.id)))
+        breaches.extend(check_snapshot(await store.snapshot(thread.partition, thread.id)))
     return breaches
 
 

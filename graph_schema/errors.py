@@ -6,8 +6,8 @@ Backends translate driver and sqlite3 exceptions into these, so nothing above
     PalimpsestError
     ├── NotFound(kind, id)   an id (thread, message, summary, fact) that does not exist
     ├── InvalidInput         an argument that can never succeed as given
-    ├── Conflict             a write that would break an invariant (already covered,
-    │                        thread owned by another partition)
+    ├── Conflict             a write that would break an invariant (a child already
+    │                        covered by another summary, a fact superseded twice)
     ├── StoreUnavailable     the database cannot be reached or answered with an outage
     └── InternalError        Palimpsest's own query failed: a bug, never the caller's
                              fault (logged with its detail; clients see only that)

@@ -4,6 +4,12 @@ Ids are derived from identity rather than drawn at random so that a retried appe
 a re-run compaction lands on the same node (idempotence without a lookup table), and
 hashes form a Merkle DAG so `doctor` can prove a summary still covers exactly the
 bytes it was made from.
+
+Every id hashes its fields JSON-encoded (``_id_hex``), so no two different inputs meet:
+a name may hold any character, the old ``\x1f`` separator included. Stores written
+before that hashed the fields joined by ``\x1f`` (``_hex``); their ids stay as they
+are, and appends find a repeated message by (partition, thread, caller id), never by
+recomputing its id, so both kinds of id live side by side.
 """
 
 from __future__ import annotations
@@ -16,29 +22,34 @@ from collections.abc import Iterable
 _SEP = "\x1f"
 _WORD = re.compile(r"\w+")
 
+#: What ``json.dumps(..., ensure_ascii=False)`` builds on every call, built once: the
+#: same bytes, without paying for a new encoder per message at ingest.
+_JSON = json.JSONEncoder(ensure_ascii=False)
+
 
 def _hex(*parts: str) -> str:
+    """A hash of fields that cannot hold ``_SEP`` (hex digests, numbers): the Merkle digests."""
     return hashlib.sha256(_SEP.join(parts).encode("utf-8")).hexdigest()
+
+
+def _id_hex(*parts: str | int) -> str:
+    """A hash of fields that may hold any character: JSON keeps their boundaries."""
+    return hashlib.sha256(_JSON.encode(parts).encode("utf-8")).hexdigest()
 
 
 def message_id(partition: str, thread_id: str, source_id: str) -> str:
     """The stored id of a message, stable for one (partition, thread, caller id)."""
-    return "msg_" + _hex("message", partition, thread_id, source_id)[:32]
+    return "msg_" + _id_hex("message", partition, thread_id, source_id)[:32]
 
 
 def summary_id(partition: str, thread_id: str, level: int, child_ids: Iterable[str]) -> str:
     """The id of a summary, stable for one set of children: a re-run proposes the same id."""
-    return "sum_" + _hex("summary", partition, thread_id, str(level), *child_ids)[:32]
+    return "sum_" + _id_hex("summary", partition, thread_id, level, *child_ids)[:32]
 
 
 def fact_id(partition: str, text: str, source_message_id: str) -> str:
     """The id of a fact, stable for one text from one message."""
-    return "fact_" + _hex("fact", partition, text, source_message_id)[:32]
-
-
-#: What ``json.dumps(..., ensure_ascii=False)`` builds on every call, built once: the
-#: same bytes, without paying for a new encoder per message at ingest.
-_JSON = json.JSONEncoder(ensure_ascii=False)
+    return "fact_" + _id_hex("fact", partition, text, source_message_id)[:32]
 
 
 def message_sha256(

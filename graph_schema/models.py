@@ -28,10 +28,18 @@ def utcnow() -> datetime:
 
 
 def _as_utc(value: datetime) -> datetime:
-    """Naive datetimes are taken as UTC, aware ones converted, so ordering is total."""
+    """Naive datetimes are taken as UTC, aware ones converted, so ordering is total.
+
+    A time whose UTC moment falls outside years 1 to 9999 (``9999-12-31T23:59:59-14:00``)
+    is refused with one sentence here, at the boundary every tool, feed and CLI option
+    parses through, rather than overflowing later in a store.
+    """
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} is out of range: in UTC it falls outside the years 1 to 9999") from None
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
@@ -317,6 +325,9 @@ class StoreStats(BaseModel):
     summaries_by_level: dict[int, int]
     facts: int
     tokens: int
+    secrets_redacted: int = Field(
+        0, description="Credentials replaced by [secret:KIND:HASH8] before storage (graph_schema/redact.py)."
+    )
 
 
 # -- maintenance: the background loop's record of what it did ------------------------

@@ -35,6 +35,7 @@ from palimpsest.graph_schema.models import (
     Summary,
     utcnow,
 )
+from palimpsest.graph_schema.redact import redact, redaction_on
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class PreparedMessage:
     created_at: Any
     tool_call_id: str | None
     metadata: dict[str, Any]
+    #: Credentials replaced in ``content`` before it was hashed (see ``redact``).
+    secrets: int = 0
 
 
 def check_name(kind: str, value: str) -> str:
@@ -76,7 +79,10 @@ def prepare_append(
     """Validate a whole batch and compute ids and hashes; raises before anything is written.
 
     Repeats of one ``message_id`` inside the batch are kept here; the backend drops
-    every occurrence after the first, as it drops those already stored.
+    every occurrence after the first, as it drops those already stored. Every write of
+    a message passes here, so this is where credentials and private spans leave the
+    content (``redact``), before it is hashed: the stored bytes are the verbatim ones
+    but for those, and doctor's hashes hold over them.
     """
     check_name("partition", partition)
     check_name("thread_id", thread_id)
@@ -85,6 +91,7 @@ def prepare_append(
     if len(messages) > MAX_BATCH:
         raise InvalidInput(f"at most {MAX_BATCH} messages per append, got {len(messages)}")
     now = utcnow()
+    secrets_on = redaction_on()
     prepared: list[PreparedMessage] = []
     for index, message in enumerate(messages):
         check_utf8(f"message {index} content", message.content)
@@ -95,19 +102,21 @@ def prepare_append(
         check_name(f"message {index} message_id", source_id)
         if message.tool_call_id is not None:
             check_name(f"message {index} tool_call_id", message.tool_call_id)
+        stored = redact(message.content, secrets=secrets_on)
         prepared.append(
             PreparedMessage(
                 id=message_id(partition, thread_id, source_id),
                 source_id=source_id,
                 role=message.role.value,
-                content=message.content,
+                content=stored.text,
                 sha256=message_sha256(
-                    partition, thread_id, source_id, message.role.value, message.content, message.tool_call_id
+                    partition, thread_id, source_id, message.role.value, stored.text, message.tool_call_id
                 ),
-                tokens=estimate_tokens(message.content),
+                tokens=estimate_tokens(stored.text),
                 created_at=message.created_at or now,
                 tool_call_id=message.tool_call_id,
                 metadata=message.metadata,
+                secrets=stored.secrets,
             )
         )
     return prepared

@@ -7,7 +7,9 @@ no query string ever crosses this line.
 Partitions: every read that takes ``partition`` only sees that partition. ``None``
 means "every partition" and is only passed where crossing partitions is explicit (the
 CLI's ``--all-partitions``, ``doctor``, ``migrate``). An id that exists in another
-partition than the one asked is reported as unknown, so partitions never leak.
+partition than the one asked is reported as unknown, so partitions never leak. A
+thread is identified by (partition, thread id): two partitions may each have a thread
+``x``; a read by thread id with ``None`` that finds several refuses to guess.
 """
 
 from __future__ import annotations
@@ -79,12 +81,14 @@ class MemoryStore(Protocol):
         A message whose ``message_id`` the thread already holds (or that repeats one
         earlier in the same call) is a duplicate: it is counted, its existing id
         returned, and nothing is written for it. A message without ``message_id`` gets
-        a fresh random source id.
+        a fresh random source id. The thread is (partition, thread_id): another
+        partition's thread of the same id is another thread, never touched or reported.
+        Credentials and ``<private>`` spans are replaced before storage
+        (``graph_schema/redact.py``).
 
         :raises InvalidInput: if the batch is over ``MAX_BATCH``, a content is over
             ``MAX_MESSAGE_BYTES`` or not valid UTF-8 (lone surrogates), or a name is
             empty or too long; nothing is written.
-        :raises Conflict: if the thread exists in another partition.
         """
         ...
 
@@ -92,6 +96,8 @@ class MemoryStore(Protocol):
         """One thread with its message count.
 
         :raises NotFound: if the thread does not exist in the partition.
+        :raises InvalidInput: if ``partition`` is None and several partitions have a
+            thread of that id.
         """
         ...
 

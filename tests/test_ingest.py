@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from palimpsest.graph_schema.backends import open_store
-from palimpsest.graph_schema.errors import Conflict, InvalidInput
+from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.feeds.ingest import IngestProgress, detect_format, ingest_files, parse_jsonl
@@ -185,12 +185,12 @@ async def test_bad_line_writes_nothing_from_its_file(store: MemoryStore, tmp_pat
     assert [m.content for m in await store.get_messages("p", "kept")] == ["first file"]
 
 
-async def test_thread_of_another_partition_is_refused_before_any_write(store: MemoryStore, tmp_path: Path) -> None:
+async def test_a_thread_id_of_another_partition_is_a_thread_of_its_own(store: MemoryStore, tmp_path: Path) -> None:
     await store.append_messages("claude", "shared", [NewMessage(role=Role.user, content="mine")])
     path = write_jsonl(tmp_path / "x.jsonl", [line("fresh", content="new"), line("shared", content="theirs")])
-    with pytest.raises(Conflict, match=r"x\.jsonl:2: thread 'shared' already exists in partition 'claude'"):
-        await ingest_files(store, [path], partition="windsurf")
-    assert (await store.stats(None)).messages == 1
+    await ingest_files(store, [path], partition="windsurf")
+    assert [m.content for m in await store.get_messages("claude", "shared")] == ["mine"]
+    assert [m.content for m in await store.get_messages("windsurf", "shared")] == ["theirs"]
 
 
 async def test_progress_reports_reading_then_writing(tmp_path: Path) -> None:

@@ -265,11 +265,13 @@ async def test_partitions_are_isolated_unless_a_call_names_another(server: FastM
         assert (await call(claude, "memory_stats"))["messages"] == 0
         with pytest.raises(ToolError, match="unknown thread id 't-w'"):
             await claude.call_tool("get_summary_dag", {"thread_id": "t-w"})
-        with pytest.raises(ToolError, match="partition"):
-            await claude.call_tool("append_messages", {"thread_id": "t-w", "messages": [turn(1)]})
+        # A thread is (partition, id): claude's own "t-w" neither sees nor touches windsurf's.
+        own = await call(claude, "append_messages", thread_id="t-w", messages=[turn(1)])
+        assert (own["partition"], own["appended"]) == ("claude", 1)
         crossed = await call(claude, "grep_memories", query="secret", partition="windsurf")
         assert [hit["partition"] for hit in crossed["hits"]] == ["windsurf"]
         assert (await call(claude, "memory_stats", partition="windsurf"))["messages"] == 1
+        assert (await call(claude, "memory_stats"))["messages"] == 1
     async with client(server, "some-new-editor") as other:
         assert (await call(other, "append_messages", thread_id="t-o", messages=[turn(0)]))["partition"] == "default"
     pinned = build_server(make_settings(store_url, partition="codex"))

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
+from palimpsest.graph_schema.errors import InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.identity import estimate_tokens, message_sha256
 from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
 from palimpsest.graph_schema.neo4j import base as neo4j_base
@@ -226,13 +226,16 @@ async def test_created_at_is_kept_in_utc(store: MemoryStore) -> None:
 # -- partitions ----------------------------------------------------------------------------
 
 
-async def test_thread_id_from_another_partition_conflicts(store: MemoryStore) -> None:
-    await append(store, "shared-id", ["owned by a"])
-    with pytest.raises(Conflict):
-        await store.append_messages(OTHER, "shared-id", [msg("intruder", "z")])
+async def test_each_partition_has_its_own_thread_of_one_id(store: MemoryStore) -> None:
+    mine = await append(store, "shared-id", ["owned by a"])
+    theirs = await store.append_messages(OTHER, "shared-id", [msg("of the other partition", "m0")])
+    assert (theirs.appended, theirs.duplicates) == (1, 0)
+    assert theirs.message_ids != mine.message_ids
     assert [m.content for m in await store.get_messages(P, "shared-id")] == ["owned by a"]
-    with pytest.raises(NotFound):
-        await store.get_thread(OTHER, "shared-id")
+    assert [m.content for m in await store.get_messages(OTHER, "shared-id")] == ["of the other partition"]
+    assert (await store.get_thread(OTHER, "shared-id")).partition == OTHER
+    with pytest.raises(InvalidInput, match="several partitions"):
+        await store.get_thread(None, "shared-id")
 
 
 async def test_reads_from_another_partition_are_not_found(store: MemoryStore) -> None:

@@ -90,6 +90,20 @@ def message_from_record(raw: dict[str, Any]) -> Message:
     return Message.model_validate(data)
 
 
+def one_thread(rows: list[Any], thread_id: str) -> None:
+    """Check that a thread read found exactly one thread.
+
+    A thread is (partition, id), so a read that names no partition may find several.
+
+    :raises NotFound: if it found none.
+    :raises InvalidInput: if it found threads of that id in several partitions.
+    """
+    if not rows:
+        raise NotFound("thread", thread_id)
+    if len(rows) > 1:
+        raise InvalidInput(f"thread id {thread_id!r} exists in several partitions: name the partition")
+
+
 def thread_from_record(raw: dict[str, Any]) -> Thread:
     return Thread.model_validate(plain_props(raw))
 
@@ -210,6 +224,5 @@ class Neo4jBase:
 
     async def _thread_record(self, partition: str | None, thread_id: str) -> dict[str, Any]:
         rows = await self._query(q.GET_THREAD, partition=partition, thread_id=thread_id)
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return rows[0]

@@ -35,6 +35,7 @@ from palimpsest.graph_schema.neo4j.base import (
     Neo4jBase,
     from_epoch_us,
     message_from_record,
+    one_thread,
     plain_props,
     thread_from_record,
 )
@@ -73,8 +74,7 @@ class Neo4jDag(Neo4jBase):
             thread_id=thread_id,
             limit=UNBOUNDED if limit is None else limit,
         )
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return [message_from_record(raw) for raw in rows[0]["messages"]]
 
     async def uncovered_summaries(self, partition: str, thread_id: str, level: int) -> list[Summary]:
@@ -100,8 +100,7 @@ class Neo4jDag(Neo4jBase):
                 child_ids=summary.child_ids,
                 summary_id=identity.summary_id(summary.partition, summary.thread_id, summary.level, summary.child_ids),
             )
-            if not rows:
-                raise NotFound("thread", summary.thread_id)
+            one_thread(rows, summary.thread_id)
             found: dict[str, tuple[Message | Summary, bool]] = {}
             for child in rows[0]["messages"]:
                 found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
@@ -196,8 +195,7 @@ class Neo4jDag(Neo4jBase):
     async def frontier(self, partition: str, thread_id: str) -> list[FrontierItem]:
         """Top summaries and uncovered messages in thread order (see `MemoryStore`)."""
         rows = await self._query(q.FRONTIER, partition=partition, thread_id=thread_id)
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return _frontier(rows[0]["items"])
 
     async def summary_dag(self, partition: str, thread_id: str) -> SummaryDag:
@@ -205,8 +203,7 @@ class Neo4jDag(Neo4jBase):
 
         async def work(tx: AsyncManagedTransaction) -> SummaryDag:
             rows = await self._run(tx, q.THREAD_SUMMARIES, partition=partition, thread_id=thread_id)
-            if not rows:
-                raise NotFound("thread", thread_id)
+            one_thread(rows, thread_id)
             (frontier,) = await self._run(tx, q.FRONTIER, partition=partition, thread_id=thread_id)
             nodes = [_summary(row) for row in rows[0]["summaries"]]
             return SummaryDag(
@@ -237,8 +234,7 @@ class Neo4jDag(Neo4jBase):
 
         async def work(tx: AsyncManagedTransaction) -> ThreadSnapshot:
             rows = await self._run(tx, q.THREAD_SUMMARIES, partition=partition, thread_id=thread_id)
-            if not rows:
-                raise NotFound("thread", thread_id)
+            one_thread(rows, thread_id)
             thread = thread_from_record(rows[0]["props"])
             (messages,) = await self._run(
                 tx,

@@ -18,7 +18,7 @@ from neo4j import AsyncManagedTransaction
 from palimpsest.graph_schema.errors import InvalidInput, NotFound
 from palimpsest.graph_schema.models import Fact, FactLayerState, FactStats, NewFact
 from palimpsest.graph_schema.neo4j import queries as q
-from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, message_from_record, plain_props
+from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, message_from_record, one_thread, plain_props
 from palimpsest.graph_schema.prepare import check_limit, check_supersession, derive_facts, fact_source_ids
 
 
@@ -120,10 +120,8 @@ class Neo4jFacts(Neo4jBase):
         """Restore, delete and reset cursors in one transaction (see `MemoryStore`)."""
 
         async def work(tx: AsyncManagedTransaction) -> int:
-            if thread_id is not None and not await self._run(
-                tx, q.FACT_LAYER, partition=partition, thread_id=thread_id
-            ):
-                raise NotFound("thread", thread_id)
+            if thread_id is not None:
+                one_thread(await self._run(tx, q.FACT_LAYER, partition=partition, thread_id=thread_id), thread_id)
             await self._run(tx, q.RESTORE_SUPERSEDED, partition=partition, thread_id=thread_id)
             (deleted,) = await self._run(tx, q.CLEAR_FACTS, partition=partition, thread_id=thread_id)
             await self._run(tx, q.RESET_FACT_CURSORS, partition=partition, thread_id=thread_id)
@@ -134,8 +132,7 @@ class Neo4jFacts(Neo4jBase):
     async def fact_layer(self, partition: str | None, thread_id: str) -> FactLayerState:
         """From the thread node's ``facts_enabled`` and ``facts_seq`` (see `MemoryStore`)."""
         rows = await self._query(q.FACT_LAYER, partition=partition, thread_id=thread_id)
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return _layer(rows[0])
 
     async def set_fact_layer(self, partition: str, thread_id: str, enabled: bool) -> FactLayerState:
@@ -143,8 +140,7 @@ class Neo4jFacts(Neo4jBase):
         rows = await self._query(
             q.SET_FACT_LAYER, write=True, partition=partition, thread_id=thread_id, enabled=enabled
         )
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return _layer(rows[0])
 
     async def advance_fact_cursor(self, partition: str, thread_id: str, seq: int) -> FactLayerState:
@@ -152,8 +148,7 @@ class Neo4jFacts(Neo4jBase):
 
         async def work(tx: AsyncManagedTransaction) -> FactLayerState:
             rows = await self._run(tx, q.FACT_LAYER, partition=partition, thread_id=thread_id)
-            if not rows:
-                raise NotFound("thread", thread_id)
+            one_thread(rows, thread_id)
             count = rows[0]["message_count"]
             if not -1 <= seq < count:
                 raise InvalidInput(f"extraction cursor {seq} is outside thread {thread_id!r} (seq -1..{count - 1})")

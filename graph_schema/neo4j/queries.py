@@ -69,7 +69,9 @@ _SUMMARY_MAP: LiteralString = """{
     parent_ids: COLLECT { MATCH (p:Summary)-[:SUMMARIZES]->(s) RETURN p.id }
 }"""
 
-#: The thread of a read, hidden when it lives in another partition.
+#: The thread of a read, hidden when it lives in another partition. A thread is
+#: (partition, id): with no partition named, several may match, which the caller
+#: refuses (``base.one_thread``).
 _THREAD: LiteralString = """
 MATCH (t:Thread {id: $thread_id})
 WHERE $partition IS NULL OR t.partition = $partition
@@ -80,20 +82,21 @@ AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
 # -- threads and messages ----------------------------------------------------------
 
 #: Create or find the thread, take its write lock, then read its counters and which
-#: of the batch's ids are already stored: everything after this sees committed state.
-#: A message id derives from its thread, so an empty thread (a fresh ingest) holds
-#: none of them and the lookups are skipped.
+#: of the batch's caller ids the thread already holds (with their stored ids, whatever
+#: id scheme stored them): everything after this sees committed state. An empty
+#: thread (a fresh ingest) holds none of them and the lookups are skipped.
 APPEND_LOCK: LiteralString = """
-MERGE (t:Thread {id: $thread_id})
-ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $now,
+MERGE (t:Thread {partition: $partition, id: $thread_id})
+ON CREATE SET t.project = $project, t.created_at = $now,
     t.updated_at = $now, t.last_seq = -1, t.message_count = 0, t.covered_count = 0, t.tokens = 0
 SET t._lock = true
 REMOVE t._lock
 RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
     t.message_count - t.covered_count AS uncovered,
     COLLECT {
-        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $ids END AS id
-        MATCH (m:Message {id: id}) RETURN m.id
+        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $source_ids END AS source_id
+        MATCH (m:Message {partition: $partition, thread_id: $thread_id, source_id: source_id})
+        RETURN [m.source_id, m.id]
     } AS existing
 """
 
@@ -102,9 +105,10 @@ RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
 #: datetime in the driver's pure-Python code) and is stored as a UTC DateTime, split
 #: with floor semantics so times before 1970 stay exact.
 APPEND_WRITE: LiteralString = """
-MATCH (t:Thread {id: $thread_id})
+MATCH (t:Thread {partition: $partition, id: $thread_id})
 SET t.last_seq = $last_seq, t.message_count = t.message_count + size($rows),
-    t.tokens = t.tokens + $tokens, t.updated_at = $now, t.project = coalesce(t.project, $project)
+    t.tokens = t.tokens + $tokens, t.secrets_redacted = coalesce(t.secrets_redacted, 0) + $secrets,
+    t.updated_at = $now, t.project = coalesce(t.project, $project)
 WITH t
 OPTIONAL MATCH (prev:Message {partition: $partition, thread_id: $thread_id, seq: $prev_seq})
 CALL (prev) {
@@ -207,8 +211,9 @@ CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
 STATS: LiteralString = """
 MATCH (t:Thread)
 WHERE $partition IS NULL OR t.partition = $partition
-WITH count(t) AS threads, sum(t.message_count) AS messages, sum(t.tokens) AS tokens
-RETURN threads, messages, tokens,
+WITH count(t) AS threads, sum(t.message_count) AS messages, sum(t.tokens) AS tokens,
+    sum(coalesce(t.secrets_redacted, 0)) AS secrets
+RETURN threads, messages, tokens, secrets,
     COLLECT {
         MATCH (s:Summary) WHERE $partition IS NULL OR s.partition = $partition
         WITH s.level AS level, count(*) AS n
@@ -247,13 +252,12 @@ ORDER BY s.thread_id, s.level, s.first_seq
 #: Lock the thread, then read the proposed children (only those of this thread and
 #: partition) with whether something already covers them, and whether the summary
 #: itself exists: all after the lock, so a concurrent compaction is seen committed.
-#: The hint keeps the planner on the id constraint: left alone it may seek the
-#: partition index and read every thread of the partition on each summary write.
+#: The hint keeps the planner on the (partition, id) constraint: left alone it may seek
+#: the partition index and read every thread of the partition on each summary write.
 SUMMARY_LOCK: LiteralString = (
     """
-MATCH (t:Thread {id: $thread_id})
-USING INDEX t:Thread(id)
-WHERE t.partition = $partition
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+USING INDEX t:Thread(partition, id)
 SET t._lock = true
 REMOVE t._lock
 RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
@@ -277,7 +281,7 @@ RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
 )
 
 SUMMARY_WRITE_OVER_MESSAGES: LiteralString = """
-MATCH (t:Thread {id: $thread_id})
+MATCH (t:Thread {partition: $props.partition, id: $thread_id})
 SET t.covered_count = t.covered_count + size($children)
 CREATE (s:Summary)
 SET s = $props

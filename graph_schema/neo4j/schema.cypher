@@ -1,14 +1,23 @@
 // Palimpsest schema for Neo4j 5: applied by Neo4jStore.initialize(), one statement per
 // semicolon, every statement idempotent (IF NOT EXISTS), so running it again is harmless.
 
-// Uniqueness on every id (and an implicit index to find a node by id).
-CREATE CONSTRAINT thread_id IF NOT EXISTS FOR (t:Thread) REQUIRE t.id IS UNIQUE;
+// Uniqueness on every id (and an implicit index to find a node by id). A thread is
+// identified by its partition and its id (invariant 7): two partitions may each have a
+// thread `x`. A database from when the id alone was unique loses that constraint here;
+// its threads already satisfy the new one, so nothing else has to change.
+DROP CONSTRAINT thread_id IF EXISTS;
+CREATE CONSTRAINT thread_key IF NOT EXISTS FOR (t:Thread) REQUIRE (t.partition, t.id) IS UNIQUE;
+CREATE RANGE INDEX thread_by_id IF NOT EXISTS FOR (t:Thread) ON (t.id);
 CREATE CONSTRAINT message_id IF NOT EXISTS FOR (m:Message) REQUIRE m.id IS UNIQUE;
 CREATE CONSTRAINT summary_id IF NOT EXISTS FOR (s:Summary) REQUIRE s.id IS UNIQUE;
 CREATE CONSTRAINT fact_id IF NOT EXISTS FOR (f:Fact) REQUIRE f.id IS UNIQUE;
 
 // A thread's messages in seq order, within its partition (appends, expand, uncovered).
 CREATE RANGE INDEX message_thread_seq IF NOT EXISTS FOR (m:Message) ON (m.partition, m.thread_id, m.seq);
+
+// A thread's message by its caller id: how an append finds a repeat, whatever id
+// scheme stored it (graph_schema/identity.py).
+CREATE RANGE INDEX message_thread_source IF NOT EXISTS FOR (m:Message) ON (m.partition, m.thread_id, m.source_id);
 
 // A thread's summaries level by level in thread order (uncovered_summaries, expand).
 CREATE RANGE INDEX summary_thread_level IF NOT EXISTS FOR (s:Summary) ON (s.thread_id, s.level, s.first_seq);

@@ -35,7 +35,7 @@ from neo4j import AsyncGraphDatabase, AsyncManagedTransaction
 from neo4j import exceptions as neo4j_errors
 
 from palimpsest.graph_schema import identity
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.errors import InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
     AppendResult,
     Message,
@@ -47,12 +47,20 @@ from palimpsest.graph_schema.models import (
     utcnow,
 )
 from palimpsest.graph_schema.neo4j import queries as q
-from palimpsest.graph_schema.neo4j.base import EPOCH, UNBOUNDED, aware, message_from_record, native, thread_from_record
+from palimpsest.graph_schema.neo4j.base import (
+    EPOCH,
+    UNBOUNDED,
+    aware,
+    message_from_record,
+    native,
+    one_thread,
+    thread_from_record,
+)
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
-from palimpsest.graph_schema.prepare import check_kinds, check_limit, prepare_append
+from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, check_limit, prepare_append
 from palimpsest.graph_schema.store import MemoryStore
 
 __all__ = ["Neo4jStore", "snippet"]
@@ -106,6 +114,11 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                     max_transaction_retry_time=self._retry_seconds,
                     connection_timeout=self._connect_seconds,
                     user_agent="palimpsest",
+                    # Queries name labels and relationship types an empty or young store
+                    # does not hold yet (EXTRACTED_FROM before the first fact): the server's
+                    # "does not exist" warnings say nothing wrong, yet each one logs a
+                    # multi-KB record on every such query.
+                    notifications_disabled_classifications=[neo4j.NotificationDisabledClassification.UNRECOGNIZED],
                 )
             except (ValueError, neo4j_errors.ConfigurationError) as exc:
                 raise InvalidInput(f"cannot use Neo4j URI {self._uri!r}: {exc}") from exc
@@ -149,25 +162,31 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"message metadata must be JSON: {exc}") from exc
         now = utcnow()
-        ids = [message.id for message in prepared]
+        source_ids = [message.source_id for message in prepared]
 
         async def work(tx: AsyncManagedTransaction) -> AppendResult:
             (head,) = await self._run(
-                tx, q.APPEND_LOCK, thread_id=thread_id, partition=partition, project=project, now=now, ids=ids
+                tx,
+                q.APPEND_LOCK,
+                thread_id=thread_id,
+                partition=partition,
+                project=project,
+                now=now,
+                source_ids=source_ids,
             )
-            if head["partition"] != partition:
-                raise Conflict(f"thread {thread_id!r} belongs to another partition than {partition!r}")
-            seen = set(head["existing"])
+            stored_ids: dict[str, str] = dict(head["existing"])
             rows: list[dict[str, Any]] = []
+            new_messages: list[PreparedMessage] = []
             last_seq = head["last_seq"]
             message_project = project if project is not None else head["project"]
             for message, meta in zip(prepared, metadata, strict=True):
-                if message.id in seen:
+                if message.source_id in stored_ids:
                     continue
-                seen.add(message.id)
+                stored_ids[message.source_id] = message.id
+                new_messages.append(message)
                 last_seq += 1
                 rows.append(
-                    vars(message)
+                    {key: value for key, value in vars(message).items() if key != "secrets"}
                     | {
                         "metadata": meta,
                         "seq": last_seq,
@@ -190,6 +209,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                     last_seq=last_seq,
                     prev_seq=head["last_seq"],
                     tokens=sum(row["tokens"] for row in rows),
+                    secrets=sum(message.secrets for message in new_messages),
                 )
                 uncovered = written["uncovered"]
             return AppendResult(
@@ -197,7 +217,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
                 partition=partition,
                 appended=len(rows),
                 duplicates=len(prepared) - len(rows),
-                message_ids=ids,
+                message_ids=[stored_ids[message.source_id] for message in prepared],
                 uncompacted=uncovered,
             )
 
@@ -233,8 +253,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
             last_seq=UNBOUNDED if last_seq is None else last_seq,
             limit=UNBOUNDED if limit is None else limit,
         )
-        if not rows:
-            raise NotFound("thread", thread_id)
+        one_thread(rows, thread_id)
         return [message_from_record(raw) for raw in rows[0]["messages"]]
 
     async def get_message(self, partition: str | None, message_id: str) -> Message:
@@ -303,4 +322,5 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
             summaries_by_level={level: count for level, count in sorted(row["levels"])},
             facts=row["facts"],
             tokens=row["tokens"] or 0,
+            secrets_redacted=row["secrets"] or 0,
         )

@@ -94,10 +94,17 @@ def thread_from_row(row: sqlite3.Row) -> Thread:
 
 
 def require_thread(conn: sqlite3.Connection, partition: str | None, thread_id: str) -> sqlite3.Row:
-    row = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": partition}).fetchone()
-    if row is None:
+    """The thread (partition, thread_id); with no partition, the one thread of that id.
+
+    :raises NotFound: if the partition has no such thread.
+    :raises InvalidInput: if no partition is named and several partitions have one.
+    """
+    rows = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": partition}).fetchall()
+    if not rows:
         raise NotFound("thread", thread_id)
-    return row
+    if len(rows) > 1:
+        raise InvalidInput(f"thread id {thread_id!r} exists in several partitions: name the partition")
+    return rows[0]
 
 
 class SqliteBase:

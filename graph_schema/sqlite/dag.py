@@ -54,14 +54,15 @@ def _summaries(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> list[Su
     return [_summary(row, children.get(row["id"], []), parents.get(row["id"])) for row in rows]
 
 
-def _frontier(conn: sqlite3.Connection, thread_id: str) -> list[FrontierItem]:
+def _frontier(conn: sqlite3.Connection, partition: str, thread_id: str) -> list[FrontierItem]:
+    scope = {"partition": partition, "thread_id": thread_id}
     items = [
         FrontierItem(kind="summary", id=r[0], level=r[1], first_seq=r[2], last_seq=r[3], tokens=r[4])
-        for r in conn.execute(q.TOP_SUMMARIES, {"thread_id": thread_id})
+        for r in conn.execute(q.TOP_SUMMARIES, scope)
     ]
     items += [
         FrontierItem(kind="message", id=r[0], level=0, first_seq=r[1], last_seq=r[1], tokens=r[2])
-        for r in conn.execute(q.UNCOVERED_SPANS, {"thread_id": thread_id})
+        for r in conn.execute(q.UNCOVERED_SPANS, scope)
     ]
     items.sort(key=lambda item: item.first_seq)
     return items
@@ -81,7 +82,7 @@ class SqliteDag(SqliteBase):
 
     async def uncovered_messages(self, partition: str, thread_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages no SUMMARIZES edge points at, oldest first."""
-        params = {"thread_id": thread_id, "limit": -1 if limit is None else page_limit(limit)}
+        params = {"thread_id": thread_id, "partition": partition, "limit": -1 if limit is None else page_limit(limit)}
 
         def read(conn: sqlite3.Connection) -> list[Message]:
             with transaction(conn, "DEFERRED"):
@@ -132,7 +133,10 @@ class SqliteDag(SqliteBase):
                 q.INSERT_EDGE, [(summary.id, child_id, position) for position, child_id in enumerate(new.child_ids)]
             )
             if summary.level == 1:
-                conn.execute(q.COVER_MESSAGES, {"covered": len(new.child_ids), "thread_id": new.thread_id})
+                conn.execute(
+                    q.COVER_MESSAGES,
+                    {"covered": len(new.child_ids), "thread_id": new.thread_id, "partition": new.partition},
+                )
         return summary
 
     async def get_summary(self, partition: str | None, summary_id: str) -> Summary:
@@ -176,6 +180,7 @@ class SqliteDag(SqliteBase):
                     total = row["message_count"]
                     params = {
                         "thread_id": row["thread_id"],
+                        "partition": row["partition"],
                         "first_seq": clamp_int64(row["first_seq"] + offset),
                         "last_seq": row["last_seq"],
                         "limit": limit,
@@ -214,7 +219,7 @@ class SqliteDag(SqliteBase):
         def read(conn: sqlite3.Connection) -> list[FrontierItem]:
             with transaction(conn, "DEFERRED"):
                 require_thread(conn, partition, thread_id)
-                return _frontier(conn, thread_id)
+                return _frontier(conn, partition, thread_id)
 
         return await self._run(read)
 
@@ -222,14 +227,14 @@ class SqliteDag(SqliteBase):
         """All summaries of the thread, the summary-to-summary edges and the frontier."""
 
         def read(conn: sqlite3.Connection) -> SummaryDag:
-            params = {"thread_id": thread_id}
+            params = {"thread_id": thread_id, "partition": partition}
             with transaction(conn, "DEFERRED"):
                 require_thread(conn, partition, thread_id)
                 nodes = _summaries(conn, conn.execute(q.THREAD_SUMMARIES, params).fetchall())
                 edges = [
                     DagEdge(parent_id=r[0], child_id=r[1], position=r[2]) for r in conn.execute(q.SUMMARY_EDGES, params)
                 ]
-                frontier = _frontier(conn, thread_id)
+                frontier = _frontier(conn, partition, thread_id)
             return SummaryDag(thread_id=thread_id, partition=partition, nodes=nodes, edges=edges, frontier=frontier)
 
         return await self._run(read)
@@ -255,8 +260,9 @@ class SqliteDag(SqliteBase):
         def read(conn: sqlite3.Connection) -> ThreadSnapshot:
             with transaction(conn, "DEFERRED"):
                 thread = thread_from_row(require_thread(conn, partition, thread_id))
-                messages = [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, params)]
-                summaries = _summaries(conn, conn.execute(q.THREAD_SUMMARIES, params).fetchall())
+                scoped = {**params, "partition": thread.partition}
+                messages = [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, scoped)]
+                summaries = _summaries(conn, conn.execute(q.THREAD_SUMMARIES, scoped).fetchall())
             return ThreadSnapshot(thread=thread, messages=messages, summaries=summaries)
 
         return await self._run(read)

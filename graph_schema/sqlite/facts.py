@@ -142,10 +142,12 @@ class SqliteFacts(SqliteBase):
         """The thread's layer row, or the defaults (off, nothing read) when it has none."""
 
         def read(conn: sqlite3.Connection) -> FactLayerState:
-            row = conn.execute(q.FACT_LAYER, {"thread_id": thread_id, "partition": partition}).fetchone()
-            if row is None:
+            rows = conn.execute(q.FACT_LAYER, {"thread_id": thread_id, "partition": partition}).fetchall()
+            if not rows:
                 raise NotFound("thread", thread_id)
-            return _layer(row)
+            if len(rows) > 1:
+                raise InvalidInput(f"thread id {thread_id!r} exists in several partitions: name the partition")
+            return _layer(rows[0])
 
         return await self._run(read)
 

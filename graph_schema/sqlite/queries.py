@@ -26,6 +26,7 @@ IN_IDS = "(SELECT value FROM json_each(:ids))"
 THREAD = """
 SELECT id, partition, project, created_at, updated_at, message_count, covered_count
 FROM threads WHERE id = :thread_id AND (:partition IS NULL OR partition = :partition)
+ORDER BY partition LIMIT 2
 """
 INSERT_THREAD = """
 INSERT INTO threads (id, partition, project, created_at, updated_at)
@@ -36,13 +37,18 @@ INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 """
 GROW_THREAD = """
 UPDATE threads SET message_count = message_count + :added, tokens = tokens + :tokens,
-    updated_at = :now, project = COALESCE(project, :project)
-WHERE id = :thread_id
+    secrets_redacted = secrets_redacted + :secrets, updated_at = :now, project = COALESCE(project, :project)
+WHERE partition = :partition AND id = :thread_id
 """
-EXISTING_MESSAGE_IDS = f"SELECT id FROM messages WHERE id IN {IN_IDS}"
+#: The stored ids of a batch's caller ids already in the thread: a repeat is found by
+#: (thread, caller id), whatever id scheme stored it (see ``identity``).
+EXISTING_MESSAGE_IDS = f"""
+SELECT source_id, id FROM messages
+WHERE thread_id = :thread_id AND partition = :partition AND source_id IN {IN_IDS}
+"""
 MESSAGES_IN_RANGE = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages
-WHERE thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq
+WHERE partition = :partition AND thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq
 ORDER BY seq LIMIT :limit
 """
 MESSAGE_BY_ID = f"""
@@ -51,7 +57,8 @@ WHERE id = :id AND (:partition IS NULL OR partition = :partition)
 """
 UNCOVERED_MESSAGES = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages AS m
-WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+WHERE partition = :partition AND thread_id = :thread_id
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 ORDER BY seq LIMIT :limit
 """
 # Children by id: the unary ``+`` keeps the planner off the (thread_id, ...) indexes,
@@ -69,18 +76,21 @@ INSERT_SUMMARY = f"""
 INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_EDGE = "INSERT INTO summarizes (parent_id, child_id, position) VALUES (?, ?, ?)"
-COVER_MESSAGES = "UPDATE threads SET covered_count = covered_count + :covered WHERE id = :thread_id"
+COVER_MESSAGES = """
+UPDATE threads SET covered_count = covered_count + :covered WHERE partition = :partition AND id = :thread_id
+"""
 SUMMARY_BY_ID = f"""
 SELECT {SUMMARY_COLUMNS} FROM summaries
 WHERE id = :id AND (:partition IS NULL OR partition = :partition)
 """
 SUMMARIES_BY_IDS = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id IN {IN_IDS}"
 THREAD_SUMMARIES = f"""
-SELECT {SUMMARY_COLUMNS} FROM summaries WHERE thread_id = :thread_id ORDER BY level, first_seq
+SELECT {SUMMARY_COLUMNS} FROM summaries WHERE partition = :partition AND thread_id = :thread_id
+ORDER BY level, first_seq
 """
 UNCOVERED_SUMMARIES = f"""
 SELECT {SUMMARY_COLUMNS} FROM summaries AS s
-WHERE thread_id = :thread_id AND partition = :partition AND level = :level
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level
   AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 ORDER BY first_seq
 """
@@ -110,16 +120,16 @@ SELECT origin, id FROM up ORDER BY origin, depth
 """
 TOP_SUMMARIES = """
 SELECT id, level, first_seq, last_seq, tokens FROM summaries AS s
-WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 """
 UNCOVERED_SPANS = """
 SELECT id, seq, tokens FROM messages AS m
-WHERE thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 """
 SUMMARY_EDGES = """
 SELECT e.parent_id, e.child_id, e.position FROM summarizes AS e
 JOIN summaries AS p ON p.id = e.parent_id
-WHERE p.thread_id = :thread_id AND p.level > 1 ORDER BY p.level, p.first_seq, e.position
+WHERE p.partition = :partition AND p.thread_id = :thread_id AND p.level > 1 ORDER BY p.level, p.first_seq, e.position
 """
 CANDIDATES = """
 SELECT id, partition, message_count - covered_count AS uncovered FROM threads
@@ -131,7 +141,8 @@ SELECT id, partition, project, created_at, updated_at, message_count FROM thread
 WHERE :partition IS NULL OR partition = :partition ORDER BY updated_at DESC, id LIMIT :limit
 """
 THREAD_TOTALS = """
-SELECT count(*), coalesce(sum(message_count), 0), coalesce(sum(tokens), 0) FROM threads
+SELECT count(*), coalesce(sum(message_count), 0), coalesce(sum(tokens), 0), coalesce(sum(secrets_redacted), 0)
+FROM threads
 WHERE :partition IS NULL OR partition = :partition
 """
 SUMMARY_LEVELS = """
@@ -302,25 +313,26 @@ DELETE FROM fact_supersedes WHERE fact_id IN ({_CLEARED}) OR superseded_id IN ({
 DELETE_FACTS = "DELETE FROM facts WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)"
 RESET_FACT_CURSORS = """
 UPDATE fact_layer SET extracted_seq = -1
-WHERE thread_id IN (SELECT id FROM threads WHERE partition = :partition AND (:thread_id IS NULL OR id = :thread_id))
+WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)
 """
 FACT_LAYER = """
 SELECT t.id AS thread_id, t.partition, coalesce(l.enabled, 0) AS enabled,
        coalesce(l.extracted_seq, -1) AS extracted_seq, t.message_count
-FROM threads AS t LEFT JOIN fact_layer AS l ON l.thread_id = t.id
+FROM threads AS t LEFT JOIN fact_layer AS l ON l.partition = t.partition AND l.thread_id = t.id
 WHERE t.id = :thread_id AND (:partition IS NULL OR t.partition = :partition)
+ORDER BY t.partition LIMIT 2
 """
 SET_FACT_LAYER = """
-INSERT INTO fact_layer (thread_id, enabled) VALUES (:thread_id, :enabled)
-ON CONFLICT (thread_id) DO UPDATE SET enabled = excluded.enabled
+INSERT INTO fact_layer (partition, thread_id, enabled) VALUES (:partition, :thread_id, :enabled)
+ON CONFLICT (partition, thread_id) DO UPDATE SET enabled = excluded.enabled
 """
 ADVANCE_FACT_CURSOR = """
-INSERT INTO fact_layer (thread_id, extracted_seq) VALUES (:thread_id, :seq)
-ON CONFLICT (thread_id) DO UPDATE SET extracted_seq = max(extracted_seq, excluded.extracted_seq)
+INSERT INTO fact_layer (partition, thread_id, extracted_seq) VALUES (:partition, :thread_id, :seq)
+ON CONFLICT (partition, thread_id) DO UPDATE SET extracted_seq = max(extracted_seq, excluded.extracted_seq)
 """
 FACT_LAYER_THREADS = """
 SELECT t.id AS thread_id, t.partition, l.enabled, l.extracted_seq
-FROM fact_layer AS l JOIN threads AS t ON t.id = l.thread_id
+FROM fact_layer AS l JOIN threads AS t ON t.partition = l.partition AND t.id = l.thread_id
 WHERE l.enabled = 1 AND (:partition IS NULL OR t.partition = :partition)
 ORDER BY t.updated_at DESC, t.id LIMIT :limit
 """
@@ -414,3 +426,42 @@ COMMON_TERM_MIN_ROWS = 1000
 def query_words(text: str) -> list[str]:
     """The words ``fts_query`` searches, in order, each once."""
     return list(dict.fromkeys(identity.words(text)))[:_MAX_QUERY_WORDS]
+
+
+# -- migrations: files written by older versions (``migrations``) --------------------------
+
+TABLE_COLUMNS = "SELECT name FROM pragma_table_info(:table)"
+ADD_SECRETS_REDACTED = "ALTER TABLE threads ADD COLUMN secrets_redacted INTEGER NOT NULL DEFAULT 0"
+
+#: Files from before threads were keyed by (partition, id): the four tables that name a
+#: thread are renamed aside (their triggers and indexes dropped, schema.sql makes them
+#: anew), copied into the new tables row for row (pks kept, so full-text rowids still
+#: match), dropped, and the full-text indexes rebuilt from their content tables.
+MIGRATION_SET_ASIDE = """
+ALTER TABLE threads RENAME TO old_threads;
+ALTER TABLE messages RENAME TO old_messages;
+ALTER TABLE summaries RENAME TO old_summaries;
+ALTER TABLE fact_layer RENAME TO old_fact_layer;
+DROP TRIGGER IF EXISTS messages_fts_insert;
+DROP TRIGGER IF EXISTS summaries_fts_insert;
+DROP INDEX IF EXISTS threads_by_partition;
+DROP INDEX IF EXISTS summaries_by_thread;
+"""
+MIGRATION_COPY = f"""
+INSERT INTO threads (id, partition, project, created_at, updated_at, message_count, covered_count, tokens,
+    secrets_redacted)
+SELECT id, partition, project, created_at, updated_at, message_count, covered_count, tokens, secrets_redacted
+FROM old_threads;
+INSERT INTO messages (pk, {MESSAGE_COLUMNS}) SELECT pk, {MESSAGE_COLUMNS} FROM old_messages;
+INSERT INTO summaries (pk, {SUMMARY_COLUMNS}) SELECT pk, {SUMMARY_COLUMNS} FROM old_summaries;
+INSERT INTO fact_layer (partition, thread_id, enabled, extracted_seq)
+SELECT t.partition, l.thread_id, l.enabled, l.extracted_seq
+FROM old_fact_layer AS l JOIN old_threads AS t ON t.id = l.thread_id;
+DROP TABLE old_fact_layer;
+DROP TABLE old_summaries;
+DROP TABLE old_messages;
+DROP TABLE old_threads;
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
+"""
+THREAD_KEY = "SELECT name FROM pragma_table_info('threads') WHERE pk > 0"

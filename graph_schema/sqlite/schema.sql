@@ -8,8 +8,11 @@
 -- Timestamps are ISO 8601 text in UTC with microseconds ("2024-05-01T12:00:00.000000+00:00"),
 -- always the same width, so text order is time order.
 
+-- A thread is identified by its partition and its id (invariant 7): two partitions may
+-- each have a thread `x`, and neither can see or block the other's. Files written when
+-- the id alone was the key are rebuilt by migrations.py before this script runs.
 CREATE TABLE IF NOT EXISTS threads (
-    id            TEXT PRIMARY KEY,
+    id            TEXT NOT NULL,
     partition     TEXT NOT NULL,
     project       TEXT,
     created_at    TEXT NOT NULL,
@@ -19,18 +22,22 @@ CREATE TABLE IF NOT EXISTS threads (
     -- Messages some level-1 summary covers; message_count - covered_count is the backlog.
     covered_count INTEGER NOT NULL DEFAULT 0,
     -- Sum of the messages' token estimates, so stats never scans messages.
-    tokens        INTEGER NOT NULL DEFAULT 0
+    tokens        INTEGER NOT NULL DEFAULT 0,
+    -- Credentials replaced before storage (graph_schema/redact.py), for stats.
+    secrets_redacted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (partition, id)
 );
 
 CREATE INDEX IF NOT EXISTS threads_by_partition ON threads (partition, updated_at);
+-- A thread by its id alone: reads that may name no partition (`--all-partitions`, doctor).
+CREATE INDEX IF NOT EXISTS threads_by_id ON threads (id);
 
--- (thread_id, seq) is the range index DESIGN asks for on (partition, thread_id, seq): a
--- thread belongs to exactly one partition, so the partition column adds nothing to it.
+-- (partition, thread_id, seq) is the range index of a thread's messages.
 CREATE TABLE IF NOT EXISTS messages (
     pk           INTEGER PRIMARY KEY,
     id           TEXT NOT NULL UNIQUE,
     source_id    TEXT NOT NULL,
-    thread_id    TEXT NOT NULL REFERENCES threads (id),
+    thread_id    TEXT NOT NULL,
     partition    TEXT NOT NULL,
     project      TEXT,
     seq          INTEGER NOT NULL,
@@ -41,14 +48,15 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at   TEXT NOT NULL,
     tool_call_id TEXT,
     metadata     TEXT NOT NULL DEFAULT '{}',
-    UNIQUE (thread_id, seq),
-    UNIQUE (thread_id, source_id)
+    FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id),
+    UNIQUE (partition, thread_id, seq),
+    UNIQUE (partition, thread_id, source_id)
 );
 
 CREATE TABLE IF NOT EXISTS summaries (
     pk            INTEGER PRIMARY KEY,
     id            TEXT NOT NULL UNIQUE,
-    thread_id     TEXT NOT NULL REFERENCES threads (id),
+    thread_id     TEXT NOT NULL,
     partition     TEXT NOT NULL,
     level         INTEGER NOT NULL CHECK (level >= 1),
     text          TEXT NOT NULL,
@@ -61,10 +69,11 @@ CREATE TABLE IF NOT EXISTS summaries (
     message_count INTEGER NOT NULL,
     digest        TEXT NOT NULL,
     summarizer    TEXT NOT NULL,
-    created_at    TEXT NOT NULL
+    created_at    TEXT NOT NULL,
+    FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id)
 );
 
-CREATE INDEX IF NOT EXISTS summaries_by_thread ON summaries (thread_id, level, first_seq);
+CREATE INDEX IF NOT EXISTS summaries_by_thread ON summaries (partition, thread_id, level, first_seq);
 
 -- (:Summary)-[:SUMMARIZES {position}]->(:Message | :Summary). UNIQUE(child_id) is
 -- invariant 2 held by the database itself: a node has at most one parent summary.
@@ -113,9 +122,12 @@ CREATE UNIQUE INDEX IF NOT EXISTS fact_superseded_once ON fact_supersedes (super
 -- The fact layer of a thread (Thread.facts_enabled / facts_seq in Neo4j): off unless a
 -- row says on; extracted_seq is the last message seq extraction has read.
 CREATE TABLE IF NOT EXISTS fact_layer (
-    thread_id     TEXT PRIMARY KEY REFERENCES threads (id),
+    partition     TEXT NOT NULL,
+    thread_id     TEXT NOT NULL,
     enabled       INTEGER NOT NULL DEFAULT 0,
-    extracted_seq INTEGER NOT NULL DEFAULT -1
+    extracted_seq INTEGER NOT NULL DEFAULT -1,
+    PRIMARY KEY (partition, thread_id),
+    FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id)
 ) WITHOUT ROWID;
 
 -- Full text: external-content FTS5 tables (the text is stored once, in the tables above)

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
+from palimpsest.graph_schema.errors import InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.models import (
     AppendResult,
     Message,
@@ -54,6 +54,7 @@ from palimpsest.graph_schema.sqlite.base import (
 from palimpsest.graph_schema.sqlite.dag import SqliteDag
 from palimpsest.graph_schema.sqlite.facts import SqliteFacts
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
+from palimpsest.graph_schema.sqlite.migrations import migrate
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
 
 #: How long a writer waits for another process's write transaction before giving up.
@@ -112,6 +113,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
+                migrate(conn, schema)
                 conn.executescript(schema)
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None and self._conn is None:
@@ -168,42 +170,53 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
     ) -> AppendResult:
         with transaction(conn, "IMMEDIATE"):
             now = stored_time(utcnow())
-            thread = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": None}).fetchone()
-            existing: set[str] = set()
+            thread = conn.execute(q.THREAD, {"thread_id": thread_id, "partition": partition}).fetchone()
+            existing: dict[str, str] = {}
             if thread is None:
                 conn.execute(
                     q.INSERT_THREAD, {"thread_id": thread_id, "partition": partition, "project": project, "now": now}
                 )
                 next_seq, covered, thread_project = 0, 0, project
-            elif thread["partition"] != partition:
-                raise Conflict(f"thread id {thread_id!r} is already used by another partition")
             else:
                 next_seq, covered, thread_project = thread["message_count"], thread["covered_count"], thread["project"]
                 if next_seq and prepared:
-                    ids = ids_json([message.id for message in prepared])
-                    existing = {row[0] for row in conn.execute(q.EXISTING_MESSAGE_IDS, {"ids": ids})}
+                    params = {
+                        "thread_id": thread_id,
+                        "partition": partition,
+                        "ids": ids_json([message.source_id for message in prepared]),
+                    }
+                    existing = {row[0]: row[1] for row in conn.execute(q.EXISTING_MESSAGE_IDS, params)}
             message_project = project if project is not None else thread_project
-            seen = set(existing)
+            stored_ids = dict(existing)
             new_rows: list[tuple[Any, ...]] = []
-            tokens = 0
+            tokens = secrets = 0
             for message, row in zip(prepared, rows, strict=True):
-                if message.id in seen:
+                if message.source_id in stored_ids:
                     continue
-                seen.add(message.id)
+                stored_ids[message.source_id] = message.id
                 tokens += message.tokens
+                secrets += message.secrets
                 new_rows.append((*row[:4], message_project, next_seq + len(new_rows), *row[4:]))
             if new_rows:
                 conn.executemany(q.INSERT_MESSAGE, new_rows)
                 conn.execute(
                     q.GROW_THREAD,
-                    {"added": len(new_rows), "tokens": tokens, "now": now, "project": project, "thread_id": thread_id},
+                    {
+                        "added": len(new_rows),
+                        "tokens": tokens,
+                        "secrets": secrets,
+                        "now": now,
+                        "project": project,
+                        "thread_id": thread_id,
+                        "partition": partition,
+                    },
                 )
         return AppendResult(
             thread_id=thread_id,
             partition=partition,
             appended=len(new_rows),
             duplicates=len(prepared) - len(new_rows),
-            message_ids=[message.id for message in prepared],
+            message_ids=[stored_ids[message.source_id] for message in prepared],
             uncompacted=next_seq + len(new_rows) - covered,
         )
 
@@ -235,8 +248,9 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
 
         def read(conn: sqlite3.Connection) -> list[Message]:
             with transaction(conn, "DEFERRED"):
-                require_thread(conn, partition, thread_id)
-                return [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, params)]
+                thread = require_thread(conn, partition, thread_id)
+                scoped = {**params, "partition": thread["partition"]}
+                return [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, scoped)]
 
         return await self._run(read)
 
@@ -323,7 +337,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
         def read(conn: sqlite3.Connection) -> StoreStats:
             params = {"partition": partition}
             with transaction(conn, "DEFERRED"):
-                threads, messages, tokens = conn.execute(q.THREAD_TOTALS, params).fetchone()
+                threads, messages, tokens, secrets = conn.execute(q.THREAD_TOTALS, params).fetchone()
                 levels = {level: count for level, count in conn.execute(q.SUMMARY_LEVELS, params)}
                 (facts,) = conn.execute(q.FACT_COUNT, params).fetchone()
             return StoreStats(
@@ -334,6 +348,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 summaries_by_level=levels,
                 facts=facts,
                 tokens=tokens,
+                secrets_redacted=secrets,
             )
 
         return await self._run(read)

@@ -154,10 +154,10 @@ def hook_message(
 async def _stored_cursor(store: MemoryStore, partition: str, thread_id: str) -> dict[str, list[int]]:
     """The read positions the newest run on this thread left, or none."""
     try:
-        thread = await store.get_thread(None, thread_id)
+        thread = await store.get_thread(partition, thread_id)
     except NotFound:
         return {}
-    if thread.partition != partition or thread.message_count == 0:
+    if thread.message_count == 0:
         return {}
     first = max(0, thread.message_count - CURSOR_LOOKBACK)
     for message in reversed(await store.get_messages(partition, thread_id, first_seq=first)):

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Name, NewMessage, Role, UtcDatetime
 from palimpsest.graph_schema.prepare import check_name
 from palimpsest.graph_schema.store import MemoryStore
@@ -277,24 +277,6 @@ def _is_transcript(path: Path, format: str) -> bool:
     return format in ("auto", found)
 
 
-async def _check_owners(store: MemoryStore, path: Path, batches: Sequence[IngestBatch]) -> None:
-    """Refuse, before any write, a thread the store already keeps in another partition."""
-    seen: set[str] = set()
-    for batch in batches:
-        if batch.thread_id in seen:
-            continue
-        seen.add(batch.thread_id)
-        try:
-            thread = await store.get_thread(None, batch.thread_id)
-        except NotFound:
-            continue
-        if thread.partition != batch.partition:
-            raise Conflict(
-                f"{path}:{batch.first_line}: thread {batch.thread_id!r} already exists in "
-                f"partition {thread.partition!r}, not {batch.partition!r}; nothing from this file was written"
-            )
-
-
 async def append_transcript(
     store: MemoryStore,
     path: Path,
@@ -305,11 +287,10 @@ async def append_transcript(
 ) -> FileIngest:
     """Append a parsed file batch by batch: the write half every format shares.
 
-    Raises:
-        Conflict: if a thread of the file lives in another partition; nothing written.
+    A thread is (partition, id), so a thread id another partition also uses is simply
+    this partition's own thread of that id.
     """
     batches = parsed.batches
-    await _check_owners(store, path, batches)
     total = parsed.messages
     appended = duplicates = written = 0
     for batch in batches:
@@ -352,7 +333,6 @@ async def ingest_file(
 
     Raises:
         InvalidInput: for an unknown format or any bad line; nothing from the file is written.
-        Conflict: if a thread of the file lives in another partition; nothing written.
     """
     if format != "auto" and format not in FORMATS:
         raise InvalidInput(f"unknown format {format!r}; supported formats: auto, {', '.join(FORMATS)}")
@@ -392,7 +372,6 @@ async def ingest_files(
     Raises:
         InvalidInput: naming the file and line of the first bad line, or a path that
             does not exist.
-        Conflict: if a thread of a file lives in another partition.
     """
     files: list[FileIngest] = []
     left_out: list[str] = []

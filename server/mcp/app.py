@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio
 import mcp_types
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from fastmcp import FastMCP
@@ -39,6 +40,7 @@ from palimpsest.server.mcp.health import LiveServer, register_health
 from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
 from palimpsest.server.mcp.metrics import CallMetrics, ToolMetrics
 from palimpsest.server.mcp.partitions import PartitionTokenVerifier, load_token_grants
+from palimpsest.server.mcp.stdio import run_stdio
 from palimpsest.server.mcp.tools import RUNTIME_KEY, ArgumentErrors, Runtime, register_tools
 from palimpsest.server.settings import Settings
 from palimpsest.server.ui.routes import register_ui
@@ -219,7 +221,7 @@ def run_server(
     """
     log_to_stderr(log_format)
     if transport == "stdio":
-        build_server(settings).run(transport="stdio", show_banner=False)
+        anyio.run(run_stdio, build_server(settings))
         return
     if transport != "http":
         raise InvalidInput(f"unknown transport {transport!r}: use stdio or http")

@@ -25,7 +25,7 @@ from fastmcp.server.auth import AccessToken, TokenVerifier
 from pydantic import Field, TypeAdapter, ValidationError
 
 from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
-from palimpsest.graph_schema.models import MAX_NAME_CHARS
+from palimpsest.graph_schema.models import MAX_NAME_CHARS, MaintenanceCycle
 
 #: The partition of a client whose name names no known IDE.
 DEFAULT_PARTITION = "default"
@@ -159,3 +159,17 @@ def token_partitions(token: AccessToken | None) -> frozenset[str] | None:
     if token is None:
         return None
     return frozenset(token.claims.get(PARTITIONS_CLAIM, ()))
+
+
+def shared_cycle(cycle: MaintenanceCycle) -> MaintenanceCycle:
+    """A maintenance cycle as any partition may see it: what ran, never who or where.
+
+    Cycles are store-wide (one compaction tick serves every partition), so a caller of
+    one partition sees them all; what could reach into another partition or the host is
+    left out. The holder's ``host:pid:random`` becomes ``process-`` and 8 hex digits of
+    its hash (one process still reads as one), and the errors, which name the threads
+    they happened in, become one count; the process that ran the cycle logs them in full.
+    """
+    errors = [f"{len(cycle.errors)} error(s), named in the log of the process that ran it"] if cycle.errors else []
+    holder = "process-" + hashlib.sha256(cycle.holder.encode("utf-8")).hexdigest()[:8]
+    return cycle.model_copy(update={"holder": holder, "errors": errors})

@@ -48,7 +48,13 @@ from palimpsest.scheduler.maintenance import backlog_floor
 from palimpsest.scheduler.summarizer import Summarizer
 from palimpsest.server import retrieval
 from palimpsest.server.mcp.metrics import ToolMetric, ToolMetrics
-from palimpsest.server.mcp.partitions import PartitionDenied, partition_for_client, resolve_partition, token_partitions
+from palimpsest.server.mcp.partitions import (
+    PartitionDenied,
+    partition_for_client,
+    resolve_partition,
+    shared_cycle,
+    token_partitions,
+)
 from palimpsest.server.retrieval.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, AssembledContext
 from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS, GrepMode, GrepResult
 from palimpsest.server.retrieval.recall import MAX_RECALL, RecallResult
@@ -315,7 +321,9 @@ class MemoryStats(StoreStats):
     """A partition's counts, with what background maintenance did lately and what waits for it."""
 
     last_cycles: list[MaintenanceCycle] = Field(
-        description=f"The last {LAST_CYCLES} maintenance cycles of any server process sharing the store, latest first."
+        description=f"The last {LAST_CYCLES} maintenance cycles of any server process sharing the store, latest "
+        "first: what ran, with the process as an opaque label and errors as a count (they may name other "
+        "partitions' threads)."
     )
     pending: list[ThreadBacklog] = Field(
         description=f"Threads of the partition due for compaction, largest backlog first (at most {PENDING_THREADS})."
@@ -336,7 +344,7 @@ async def memory_stats(ctx: Context, partition: PartitionArg = None) -> MemorySt
     with domain_errors():
         where = _partition(ctx, partition)
         counts = await runtime.store.stats(where)
-        cycles = await runtime.store.recent_cycles(LAST_CYCLES)
+        cycles = [shared_cycle(cycle) for cycle in await runtime.store.recent_cycles(LAST_CYCLES)]
         pending = await runtime.store.compaction_candidates(
             where, min_uncovered=backlog_floor(runtime.settings.compaction), limit=PENDING_THREADS
         )

@@ -1,0 +1,45 @@
+"""Bringing a SQLite file written by an older Palimpsest up to today's schema.
+
+``schema.sql`` creates what is missing (``CREATE ... IF NOT EXISTS``) but cannot change
+a table that is already there, so a file written before a change would fail on the
+first statement that relies on it. ``migrate`` runs first in
+``SqliteStore.initialize()`` and is idempotent: on a new or current file it changes
+nothing. Two changes so far:
+
+- ``threads.secrets_redacted``, the count of credentials redaction replaced
+  (``graph_schema/redact.py``): one added column.
+- Threads keyed by (partition, id) instead of id alone (invariant 7 of
+  docs/architecture.md): the tables naming a thread are rebuilt in one transaction,
+  foreign keys off meanwhile, as SQLite's documented way to change a key requires.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from palimpsest.graph_schema.sqlite import queries as q
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[0] for row in conn.execute(q.TABLE_COLUMNS, {"table": table})}
+
+
+def migrate(conn: sqlite3.Connection, schema: str) -> None:
+    """Add what older files lack; nothing when the tables are new or current."""
+    if not _columns(conn, "threads"):
+        return
+    if "secrets_redacted" not in _columns(conn, "threads"):
+        conn.execute(q.ADD_SECRETS_REDACTED)
+    if {row[0] for row in conn.execute(q.THREAD_KEY)} == {"partition", "id"}:
+        return
+    if not _columns(conn, "fact_layer"):
+        conn.executescript(schema)  # a file older than the fact layer: create its table first
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE;\n{q.MIGRATION_SET_ASIDE}\n{schema}\n{q.MIGRATION_COPY}\nCOMMIT;")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
