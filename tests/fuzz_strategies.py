@@ -6,9 +6,7 @@ characters, catastrophic regexes, sizes just over each limit, numbers past every
 type, metadata nested hundreds deep, other partitions' ids and unknown ids), so they can
 be read and extended apart from the harness that drives them.
 
-`KNOWN_DEFECTS` names the values left out for now because they hit defects filed in
-issue 12 and fixed on another branch; each entry says which strategy leaves what out, so
-removing one is a one-line change once the fix lands.
+`HARNESS_LIMITS` names what the strategies leave out on purpose, and why.
 """
 
 from __future__ import annotations
@@ -22,15 +20,15 @@ from hypothesis import strategies as st
 from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, MAX_NAME_CHARS
 from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS
 
-#: Values the strategies leave out because they reach a defect of issue 12 that another
-#: branch fixes; remove an entry (and its filter below) when that fix has landed.
-KNOWN_DEFECTS = {
-    "unit_separator_in_names": "names never hold \\x1f, which stored ids join fields with (issue 12, defect 1)",
-    "dates_near_the_calendar_ends": "datetimes stay within years 2..9998, so no offset overflows (issue 12, defect 3)",
-    "cross_partition_writes": "writes name only threads of their own partition or fresh ones (issue 12, defect 4)",
+#: What the strategies leave out on purpose.
+HARNESS_LIMITS = {
+    "writes_stay_home": "writes name no other partition: without tokens, naming one is an allowed, explicit "
+    "crossing, and would change the other partition's digests the harness watches",
 }
-UNIT_SEPARATOR = "\x1f"
-SAFE_YEARS = (2, 9998)
+#: Names that once made two different messages share an id (fields joined with \x1f).
+COLLIDING_NAMES = ["coll", "coll\x1fa", "a\x1fb", "b", "\x1f"]
+#: Every year a datetime can hold: offsets near the calendar's ends must be refused clearly.
+YEARS = (1, 9999)
 
 #: Strings aimed at every query language and parser on the way: SQL, Cypher, Lucene,
 #: FTS5, regex engines, format strings, terminals, paths.
@@ -123,23 +121,22 @@ def hostile_text(*, max_size: int = 40) -> st.SearchStrategy[str]:
     return st.one_of(st.sampled_from(INJECTIONS), text(max_size=max_size))
 
 
-def names(known: Known, *, include_foreign: bool = True) -> st.SearchStrategy[str]:
+def names(known: Known) -> st.SearchStrategy[str]:
     """Thread ids, summary ids, partitions: real ones, foreign ones, unknown ones, hostile ones."""
-    pools = known.own_threads + known.own_summaries + known.unknown
-    if include_foreign:
-        pools += known.foreign_threads + known.foreign_summaries
+    pools = known.own_threads + known.own_summaries + known.unknown + known.foreign_threads + known.foreign_summaries
     return st.one_of(
         st.sampled_from(pools),
         hostile_text(max_size=60),
         TOO_LONG_NAME,
-    ).filter(lambda name: UNIT_SEPARATOR not in name)
+        st.sampled_from(COLLIDING_NAMES),
+    )
 
 
 def partitions(known: Known) -> st.SearchStrategy[str | None]:
     return st.one_of(
         st.none(),
         st.sampled_from([known.own_partition, known.foreign_partition]),
-        hostile_text(max_size=20).filter(lambda name: UNIT_SEPARATOR not in name),
+        hostile_text(max_size=20),
         TOO_LONG_NAME,
     )
 
@@ -154,9 +151,9 @@ def integers() -> st.SearchStrategy[Any]:
 
 
 def datetimes_or_junk() -> st.SearchStrategy[Any]:
-    """ISO 8601 strings with every offset, within the years `KNOWN_DEFECTS` allows, and junk."""
+    """ISO 8601 strings with every offset, up to the calendar's ends, and junk."""
     offsets = st.integers(min_value=-14 * 60, max_value=14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
-    low, high = SAFE_YEARS
+    low, high = YEARS
     moments = st.datetimes(min_value=datetime(low, 1, 1), max_value=datetime(high, 12, 31), timezones=offsets)
     return st.one_of(
         moments.map(lambda moment: moment.isoformat()),
@@ -222,9 +219,9 @@ def tool_arguments(tool: str, known: Known) -> st.SearchStrategy[dict[str, Any]]
     required: dict[str, st.SearchStrategy[Any]]
     queries = st.one_of(hostile_text(max_size=80), TOO_LONG_QUERY)
     if tool == "append_messages":
-        # Writes aim only at the own partition's threads or fresh ones (KNOWN_DEFECTS).
+        # Another partition's thread ids are fair game: a thread is (partition, id).
         required = {
-            "thread_id": names(known, include_foreign=False),
+            "thread_id": names(known),
             "messages": st.one_of(
                 st.lists(message(known), max_size=4),
                 st.just([{"role": "user", "content": "x"}] * (MAX_BATCH + 1)),
@@ -256,7 +253,7 @@ def tool_arguments(tool: str, known: Known) -> st.SearchStrategy[dict[str, Any]]
     elif tool == "get_summary_dag":
         required = {"thread_id": names(known)}
     elif tool == "compact_thread":
-        required = {"thread_id": names(known, include_foreign=False)}
+        required = {"thread_id": names(known)}
         optional |= {"force": st.one_of(st.booleans(), st.sampled_from(["yes", 2, None]))}
         optional["partition"] = st.sampled_from([None, known.own_partition])
     elif tool == "memory_stats":
@@ -270,7 +267,7 @@ def tool_arguments(tool: str, known: Known) -> st.SearchStrategy[dict[str, Any]]
         }
     elif tool == "kg":
         required = {"action": st.one_of(st.sampled_from(["status", "on", "off", "stats", "clear"]), hostile_text())}
-        optional |= {"thread_id": names(known, include_foreign=False)}
+        optional |= {"thread_id": names(known)}
         optional["partition"] = st.sampled_from([None, known.own_partition])
     elif tool == "assemble_context":
         required = {"thread_id": names(known)}

@@ -19,8 +19,8 @@ client serve every example.
 
 Budget: ``PALIMPSEST_FUZZ_EXAMPLES`` examples per tool and store (default 20, about a
 minute a store in `make test` on a busy 2-core machine); raise it by hand for a longer run, e.g.
-``PALIMPSEST_FUZZ_EXAMPLES=2000``. Values that reach defects fixed elsewhere are left out;
-see `fuzz_strategies.KNOWN_DEFECTS`.
+``PALIMPSEST_FUZZ_EXAMPLES=2000``. What the strategies leave out on purpose is in
+`fuzz_strategies.HARNESS_LIMITS`.
 """
 
 from __future__ import annotations
