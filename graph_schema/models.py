@@ -372,3 +372,14 @@ class MessageRef(BaseModel):
     seq: int
     role: Role
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# -- transfer: a stored vector as export and migrate copy it ----------------------------
+
+
+class StoredVector(NamedTuple):
+    """A node's vector as a store holds it, with the model that made it."""
+
+    node_id: str
+    model: str
+    vector: list[float]

@@ -736,3 +736,51 @@ MATCH (m:Message {id: id})
 WHERE $partition IS NULL OR m.partition = $partition
 RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata]) AS refs
 """
+
+# -- transfer: records written exactly as another store held them -------------------------
+
+#: Create the thread as given if missing, take its write lock, and read its counters and
+#: which of the batch's message ids are already stored.
+RESTORE_THREAD_LOCK: LiteralString = """
+MERGE (t:Thread {id: $thread_id})
+ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $created_at,
+    t.updated_at = $updated_at, t.last_seq = -1, t.message_count = 0, t.covered_count = 0, t.tokens = 0
+SET t._lock = true
+REMOVE t._lock
+RETURN t.partition AS partition, t.message_count AS message_count, t.last_seq AS last_seq,
+    t.updated_at AS updated_at,
+    COLLECT { UNWIND $ids AS id MATCH (m:Message {id: id}) RETURN m.id } AS existing
+"""
+
+STORED_SUMMARY_IDS: LiteralString = """
+UNWIND $ids AS id
+MATCH (s:Summary {id: id})
+RETURN collect(s.id) AS ids
+"""
+
+STORED_FACT_IDS: LiteralString = """
+UNWIND $ids AS id
+MATCH (f:Fact {id: id})
+RETURN collect(f.id) AS ids
+"""
+
+#: Source messages of restored facts, with their partition, to check before writing.
+SOURCE_PARTITIONS: LiteralString = """
+UNWIND $ids AS id
+MATCH (m:Message {id: id})
+RETURN m.id AS id, m.partition AS partition
+"""
+
+#: SUPERSEDES edges of restored facts whose both ends are stored; one edge at most.
+RESTORE_SUPERSEDES: LiteralString = """
+UNWIND $pairs AS pair
+MATCH (new:Fact {id: pair.new_id}), (old:Fact {id: pair.old_id})
+WHERE NOT EXISTS { MATCH (:Fact)-[:SUPERSEDES]->(old) }
+CREATE (new)-[:SUPERSEDES]->(old)
+"""
+
+READ_EMBEDDINGS: LiteralString = """
+UNWIND $ids AS id
+MATCH (e:Embedding {node_id: id})
+RETURN e.node_id AS node_id, e.model AS model, e.vector AS vector
+"""

@@ -4,8 +4,8 @@ Why it looks the way it does:
 
 - `Neo4jStore` is assembled from one class per feature, each in its own module over
   the shared plumbing of `base`: the summary DAG (`dag`), facts (`facts`), vectors
-  (`vectors`) and maintenance (`maintenance`). This module adds the lifecycle, threads
-  and messages, text search and stats.
+  (`vectors`), maintenance (`maintenance`) and transfer (`transfer`). This module adds
+  the lifecycle, threads and messages, text search and stats.
 - Every query is a module constant with parameters only (the driver types queries as
   ``LiteralString`` to push exactly this), run in managed transactions so the driver
   retries transient failures (deadlocks, leader switches) on its own.
@@ -51,6 +51,7 @@ from palimpsest.graph_schema.neo4j.base import EPOCH, UNBOUNDED, aware, message_
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
+from palimpsest.graph_schema.neo4j.transfer import Neo4jTransfer
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, prepare_append
 from palimpsest.graph_schema.store import MemoryStore
@@ -80,7 +81,7 @@ def _epoch_us(value: datetime) -> int:
     return (cast(datetime, aware(value)) - EPOCH) // _MICROSECOND
 
 
-class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemoryStore):
+class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, MemoryStore):
     """`MemoryStore` on a Neo4j 5 server (or cluster, or Aura) over Bolt.
 
     Args:

@@ -414,3 +414,23 @@ COMMON_TERM_MIN_ROWS = 1000
 def query_words(text: str) -> list[str]:
     """The words ``fts_query`` searches, in order, each once."""
     return list(dict.fromkeys(identity.words(text)))[:_MAX_QUERY_WORDS]
+
+
+# -- transfer: records written exactly as another store held them -----------------------
+
+RESTORE_THREAD = """
+INSERT INTO threads (id, partition, project, created_at, updated_at)
+VALUES (:thread_id, :partition, :project, :created_at, :updated_at)
+"""
+RESTORE_GROW_THREAD = """
+UPDATE threads SET message_count = message_count + :added, tokens = tokens + :tokens,
+    updated_at = max(updated_at, :updated_at), project = COALESCE(project, :project)
+WHERE id = :thread_id
+"""
+RESTORE_FACT = """
+INSERT INTO facts (id, partition, project, text, kind, subject, thread_id, created_at, valid_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+FACT_IDS = f"SELECT id FROM facts WHERE id IN {IN_IDS}"
+RESTORE_SUPERSEDES = "INSERT INTO fact_supersedes (fact_id, superseded_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+READ_EMBEDDINGS = f"SELECT node_id, model, vector FROM embeddings WHERE node_id IN {IN_IDS}"

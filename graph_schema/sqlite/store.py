@@ -10,7 +10,7 @@ guarded by a thread lock, so the event loop never blocks and a cancelled caller 
 leaves the connection half-used. Validation and derivation come from ``prepare.py``.
 
 The plumbing lives in ``base`` and the verbs of each feature in their own module
-(``dag``, ``facts``, ``vectors``, ``maintenance``); this module
+(``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``); this module
 assembles them into `SqliteStore` and keeps its lifecycle, threads and messages, text search
 and stats.
 """
@@ -54,6 +54,7 @@ from palimpsest.graph_schema.sqlite.base import (
 from palimpsest.graph_schema.sqlite.dag import SqliteDag
 from palimpsest.graph_schema.sqlite.facts import SqliteFacts
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
+from palimpsest.graph_schema.sqlite.transfer import SqliteTransfer
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
 
 #: How long a writer waits for another process's write transaction before giving up.
@@ -85,7 +86,7 @@ def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMes
     return rows
 
 
-class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
+class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, SqliteTransfer):
     """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""
 
     kind = "sqlite"
