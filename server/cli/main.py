@@ -31,6 +31,7 @@ from palimpsest.scheduler.embedders import make_embedder
 from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
 from palimpsest.server.cli import output
+from palimpsest.server.cli import portability as cli_portability
 from palimpsest.server.cli import search as cli_search
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
@@ -239,3 +240,6 @@ app.command()(maintain)
 app.command()(cli_search.kg)
 app.command()(cli_search.recall)
 app.command()(cli_search.context)
+app.command()(cli_portability.export)
+app.command(name="import")(cli_portability.import_)
+app.command()(cli_portability.migrate)

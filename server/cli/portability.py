@@ -1,0 +1,179 @@
+"""The commands that move a memory: ``export`` to an archive file, ``import`` it, ``migrate`` between stores.
+
+Thin over ``palimpsest.scheduler.portability``: each opens the store(s), runs one domain
+function with a progress bar on stderr (when stderr is a terminal and ``--json`` is
+not given), and prints a table or JSON. ``palimpsest.server.cli.main`` registers them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.portability.export import TransferReport, export_memory, import_archive
+from palimpsest.scheduler.portability.migrate import MigrateReport, migrate_memory
+from palimpsest.server.cli import output
+from palimpsest.server.cli.support import JsonOption, StoreOption, fail, on_store, run_command, settings_from_flags
+
+
+@contextmanager
+def message_bar(enabled: bool, label: str) -> Iterator[tuple[Callable[[int], None], Callable[[int], None]] | None]:
+    """A bar of messages on stderr: ``(start(total), advance(n))``, or None when not ``enabled``."""
+    if not enabled:
+        yield None
+        return
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("messages"),
+        TimeRemainingColumn(),
+        console=output.stderr_console(),
+        transient=True,
+    )
+    task = progress.add_task(label, total=None)
+    with progress:
+        yield (
+            lambda total: progress.update(task, total=total),
+            lambda count: progress.advance(task, count),
+        )
+
+
+def _transfer_table(report: TransferReport, title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("records")
+    table.add_column("in the archive", justify="right")
+    if report.written:
+        table.add_column("written", justify="right")
+    for kind, count in (
+        ("threads", report.threads),
+        ("messages", report.messages),
+        ("summaries", report.summaries),
+        ("facts", report.facts),
+        ("vectors", report.vectors),
+    ):
+        row = [kind, f"{count:,}"]
+        if report.written:
+            row.append(f"{report.written.get(kind, 0):,}" if kind != "threads" else "")
+        table.add_row(*row)
+    return table
+
+
+def export(
+    path: Annotated[Path, typer.Argument(help="The archive file to write (gzip JSON Lines), e.g. memory.jsonl.gz.")],
+    partition: Annotated[
+        str | None, typer.Option("--partition", metavar="NAME", help="Export one partition only; default every one.")
+    ] = None,
+    thread: Annotated[str | None, typer.Option("--thread", metavar="ID", help="Export one thread only.")] = None,
+    with_vectors: Annotated[
+        bool, typer.Option("--with-vectors", help="Also export every exported node's embedding vector.")
+    ] = False,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Write the memory (threads, messages, summaries, facts) to one self-checking archive file.
+
+    The file is gzip-compressed JSON Lines: a header with the format version, the store kind, counts and each
+    thread's digest, then one checksummed record a line, then a trailer; `palimpsest import` restores it exactly.
+
+    Example: palimpsest export memory.jsonl.gz --partition claude --with-vectors
+    """
+    settings = settings_from_flags(store)
+
+    async def work(opened: MemoryStore) -> TransferReport:
+        with message_bar(not json and sys.stderr.isatty(), "exporting") as bar:
+            if bar is not None:
+                bar[0]((await opened.stats(partition)).messages if thread is None else 0)
+            return await export_memory(
+                opened,
+                path,
+                partition=partition,
+                thread_id=thread,
+                with_vectors=with_vectors,
+                advance=None if bar is None else bar[1],
+            )
+
+    report = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(report)
+    else:
+        output.stdout_console().print(_transfer_table(report, f"exported to {path}"))
+
+
+def import_(
+    path: Annotated[Path, typer.Argument(help="An archive written by `palimpsest export`.")],
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Restore an export archive: same ids, seqs, timestamps and digests; only what is missing is written.
+
+    The whole archive is checked first (every record's checksum, the trailer, the header's counts and digests, the
+    lossless invariants); a truncated or altered archive is refused naming the first bad record, and nothing is written.
+
+    Example: palimpsest import memory.jsonl.gz --store sqlite:///restored.db
+    """
+    settings = settings_from_flags(store)
+
+    async def work(opened: MemoryStore) -> TransferReport:
+        with message_bar(not json and sys.stderr.isatty(), "importing") as bar:
+            return await import_archive(opened, path, advance=None if bar is None else bar[1])
+
+    report = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(report)
+    else:
+        output.stdout_console().print(_transfer_table(report, f"imported from {path}"))
+
+
+def migrate(
+    to: Annotated[
+        str, typer.Option("--to", metavar="URI", help="The store to copy into (sqlite:///PATH, bolt://...).")
+    ],
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Copy everything from the store (--store) to another, in batches; exit 1 naming each difference after.
+
+    Safe to run again after an interruption: what the target holds is skipped, nothing is duplicated. At the end the
+    stores' counts and every thread's digest are compared.
+
+    Example: palimpsest migrate --store sqlite:///memory.db --to bolt://127.0.0.1:7687
+    """
+    settings = settings_from_flags(store)
+    if to == settings.store:
+        raise fail("--to names the store being migrated from; give another store")
+    target_settings = settings.model_copy(update={"store": to})
+
+    async def work(source: MemoryStore) -> MigrateReport:
+        async def into(target: MemoryStore) -> MigrateReport:
+            with message_bar(not json and sys.stderr.isatty(), "migrating") as bar:
+                return await migrate_memory(
+                    source, target, start=None if bar is None else bar[0], advance=None if bar is None else bar[1]
+                )
+
+        return await on_store(target_settings, into)
+
+    report = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(report)
+    else:
+        table = Table(title=f"migrated {report.source} -> {report.target}: {report.threads:,} threads")
+        table.add_column("records")
+        table.add_column("written", justify="right")
+        for kind, count in report.written.items():
+            table.add_row(kind, f"{count:,}")
+        output.stdout_console().print(table)
+    for mismatch in report.mismatches:
+        typer.echo(f"mismatch: {mismatch}", err=True)
+    if report.mismatches:
+        raise typer.Exit(1)
+    if not json:
+        output.stdout_console().print("every count and every thread's digest are equal", markup=False)
