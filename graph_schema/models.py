@@ -273,12 +273,32 @@ class SummaryDag(BaseModel):
     frontier: list[FrontierItem]
 
 
+class ArchivedRange(BaseModel):
+    """A run of a thread's messages moved out of the live store into an archive file.
+
+    The summaries over them, and this record, stay; the file (the export format) holds
+    the whole thread as it was, and ``digest`` is that thread's digest in the file's
+    header, so ``doctor`` can prove the file still holds exactly what left the store.
+    """
+
+    thread_id: str
+    partition: str
+    first_seq: int
+    last_seq: int
+    path: str = Field(description="The archive file holding the originals.")
+    digest: str = Field(description="The thread's digest in the archive's header.")
+    archived_at: UtcDatetime
+
+
 class ThreadSnapshot(BaseModel):
     """Everything of one thread, for checking invariants: messages and summaries with children."""
 
     thread: Thread
     messages: list[Message]
     summaries: list[Summary]
+    archived: list[ArchivedRange] = Field(
+        default_factory=list, description="Runs of messages moved to archive files (not in ``messages``)."
+    )
 
 
 class ThreadBacklog(BaseModel):

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from palimpsest.graph_schema.models import (
     AppendResult,
+    ArchivedRange,
     EmbeddingTodo,
     ExpandPage,
     Fact,
@@ -528,5 +529,39 @@ class MemoryStore(Protocol):
         Vectors come back as stored (unit length), so writing them elsewhere with
         `set_embeddings` (after `ensure_vector_index` with their size and model) gives
         the same search scores.
+        """
+        ...
+
+    # -- archiving: old messages moved to files beside the store, and back -------------
+
+    async def archive_messages(self, archived: ArchivedRange) -> ArchivedRange:
+        """Move a run of a thread's messages out of the live store, keeping a record of the run.
+
+        One transaction. The caller has written them to ``archived.path`` and checked the
+        file first. The messages leave the store with their text index entries and
+        vectors; summaries over them, their edges and the thread's counters stay
+        (seqs are never reused). Reads skip them; expanding a summary over them raises
+        `Archived`; `snapshot` lists the record.
+
+        :returns: The record as stored.
+        :raises NotFound: if the thread does not exist in the partition.
+        :raises InvalidInput: if a message of the run is not in the live store or not
+            covered by a summary; nothing is changed.
+        """
+        ...
+
+    async def archived_ranges(self, partition: str | None, thread_id: str | None = None) -> list[ArchivedRange]:
+        """The archived runs (of one thread, or all), in thread and seq order."""
+        ...
+
+    async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
+        """Put an archived run's messages back exactly as they were and drop its record.
+
+        One transaction. Their vectors are not brought back (the embedding backfill
+        makes them again).
+
+        :returns: How many messages came back.
+        :raises NotFound: if no such run is recorded.
+        :raises InvalidInput: if ``messages`` are not exactly the run's messages, in seq order.
         """
         ...

@@ -4,8 +4,9 @@ Why it looks the way it does:
 
 - `Neo4jStore` is assembled from one class per feature, each in its own module over
   the shared plumbing of `base`: the summary DAG (`dag`), facts (`facts`), vectors
-  (`vectors`), maintenance (`maintenance`) and transfer (`transfer`). This module adds
-  the lifecycle, threads and messages, text search and stats.
+  (`vectors`), maintenance (`maintenance`), transfer (`transfer`) and archiving
+  (`archive`). This module adds the lifecycle, threads and messages, text search and
+  stats.
 - Every query is a module constant with parameters only (the driver types queries as
   ``LiteralString`` to push exactly this), run in managed transactions so the driver
   retries transient failures (deadlocks, leader switches) on its own.
@@ -47,6 +48,7 @@ from palimpsest.graph_schema.models import (
     utcnow,
 )
 from palimpsest.graph_schema.neo4j import queries as q
+from palimpsest.graph_schema.neo4j.archive import Neo4jArchive
 from palimpsest.graph_schema.neo4j.base import EPOCH, UNBOUNDED, aware, message_from_record, native, thread_from_record
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
@@ -81,7 +83,7 @@ def _epoch_us(value: datetime) -> int:
     return (cast(datetime, aware(value)) - EPOCH) // _MICROSECOND
 
 
-class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, MemoryStore):
+class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, Neo4jArchive, MemoryStore):
     """`MemoryStore` on a Neo4j 5 server (or cluster, or Aura) over Bolt.
 
     Args:

@@ -30,7 +30,7 @@ def _epoch_us(value: datetime) -> int:
     return (cast(datetime, aware(value)) - EPOCH) // timedelta(microseconds=1)
 
 
-def _message_row(message: Message) -> dict[str, Any]:
+def message_row(message: Message) -> dict[str, Any]:
     """A message as ``APPEND_WRITE`` stores it; metadata as the JSON text an append stores."""
     return {
         "id": message.id,
@@ -78,7 +78,7 @@ class Neo4jTransfer(Neo4jBase):
                     partition=thread.partition,
                     project=thread.project,
                     now=max(stored_at, thread.updated_at),
-                    rows=[_message_row(message) for message in fresh],
+                    rows=[message_row(message) for message in fresh],
                     last_seq=head["last_seq"] + len(fresh),
                     prev_seq=head["last_seq"],
                     tokens=sum(message.tokens for message in fresh),

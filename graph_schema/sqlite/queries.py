@@ -434,3 +434,37 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 FACT_IDS = f"SELECT id FROM facts WHERE id IN {IN_IDS}"
 RESTORE_SUPERSEDES = "INSERT INTO fact_supersedes (fact_id, superseded_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 READ_EMBEDDINGS = f"SELECT node_id, model, vector FROM embeddings WHERE node_id IN {IN_IDS}"
+
+# -- archiving: runs of messages moved to archive files, and back --------------------------
+
+_ARCHIVED_RUN = "thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq"
+#: Messages of the run in the live store, and how many of them a summary covers.
+ARCHIVE_RUN_STATE = f"""
+SELECT count(*), count(s.child_id) FROM messages AS m LEFT JOIN summarizes AS s ON s.child_id = m.id
+WHERE m.{_ARCHIVED_RUN}
+"""
+ARCHIVE_FTS_DELETE = f"""
+INSERT INTO messages_fts (messages_fts, rowid, content)
+SELECT 'delete', pk, content FROM messages WHERE {_ARCHIVED_RUN}
+"""
+ARCHIVE_EMBEDDINGS_DELETE = f"DELETE FROM embeddings WHERE node_id IN (SELECT id FROM messages WHERE {_ARCHIVED_RUN})"
+ARCHIVE_MESSAGES_DELETE = f"DELETE FROM messages WHERE {_ARCHIVED_RUN}"
+BUMP_ANY_VECTOR_VERSION = "UPDATE vector_index SET version = version + 1"
+ARCHIVED_COLUMNS = "thread_id, partition, first_seq, last_seq, path, digest, archived_at"
+INSERT_ARCHIVED_RANGE = f"INSERT INTO archived_ranges ({ARCHIVED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+ARCHIVED_RANGES = f"""
+SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
+WHERE (:partition IS NULL OR partition = :partition) AND (:thread_id IS NULL OR thread_id = :thread_id)
+ORDER BY partition, thread_id, first_seq
+"""
+ARCHIVED_RANGE = f"""
+SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
+WHERE thread_id = :thread_id AND partition = :partition AND first_seq = :first_seq AND last_seq = :last_seq
+"""
+DELETE_ARCHIVED_RANGE = "DELETE FROM archived_ranges WHERE thread_id = :thread_id AND first_seq = :first_seq"
+#: The archived run a seq range reaches into, if any (expanding a summary over it).
+ARCHIVED_OVERLAP = f"""
+SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
+WHERE thread_id = :thread_id AND first_seq <= :last_seq AND last_seq >= :first_seq
+ORDER BY first_seq LIMIT 1
+"""

@@ -10,7 +10,7 @@ guarded by a thread lock, so the event loop never blocks and a cancelled caller 
 leaves the connection half-used. Validation and derivation come from ``prepare.py``.
 
 The plumbing lives in ``base`` and the verbs of each feature in their own module
-(``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``); this module
+(``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``, ``archive``); this module
 assembles them into `SqliteStore` and keeps its lifecycle, threads and messages, text search
 and stats.
 """
@@ -39,6 +39,7 @@ from palimpsest.graph_schema.models import (
 )
 from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, prepare_append
 from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.graph_schema.sqlite.archive import SqliteArchive
 from palimpsest.graph_schema.sqlite.base import (
     INT64_MAX,
     clamp_int64,
@@ -86,7 +87,7 @@ def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMes
     return rows
 
 
-class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, SqliteTransfer):
+class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, SqliteTransfer, SqliteArchive):
     """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""
 
     kind = "sqlite"

@@ -21,7 +21,7 @@ from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, stored_time, transaction
 
 
-def _message_row(message: Message) -> tuple[object, ...]:
+def message_row(message: Message) -> tuple[object, ...]:
     """A message as ``q.INSERT_MESSAGE`` binds it; metadata as the JSON text an append stores."""
     metadata = json.dumps(message.metadata) if message.metadata else "{}"
     return (
@@ -56,7 +56,7 @@ class SqliteTransfer(SqliteBase):
                 ids = ids_json([message.id for message in messages])
                 existing = {found[0] for found in conn.execute(q.EXISTING_MESSAGE_IDS, {"ids": ids})}
                 fresh = restored_messages(thread, messages, stored, existing)
-                conn.executemany(q.INSERT_MESSAGE, [_message_row(message) for message in fresh])
+                conn.executemany(q.INSERT_MESSAGE, [message_row(message) for message in fresh])
                 conn.execute(
                     q.RESTORE_GROW_THREAD,
                     {

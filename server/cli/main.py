@@ -98,11 +98,12 @@ def doctor(
     Example: palimpsest doctor --store sqlite:///memory.db
     """
     from palimpsest.graph_schema.doctor import Breach, check_store
+    from palimpsest.scheduler.portability.archive import read_archived_messages
 
     settings = settings_from_flags(store)
 
     async def work(opened: MemoryStore) -> tuple[list[Breach], int]:
-        found = await check_store(opened, partition=partition, thread_id=thread)
+        found = await check_store(opened, partition=partition, thread_id=thread, read_archived=read_archived_messages)
         checked = 1 if thread is not None else (await opened.stats(partition)).threads
         return found, checked
 
@@ -243,3 +244,5 @@ app.command()(cli_search.context)
 app.command()(cli_portability.export)
 app.command(name="import")(cli_portability.import_)
 app.command()(cli_portability.migrate)
+app.command()(cli_portability.archive)
+app.command()(cli_portability.restore)

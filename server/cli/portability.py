@@ -1,4 +1,4 @@
-"""The commands that move a memory: ``export`` to an archive file, ``import`` it, ``migrate`` between stores.
+"""The commands that move a memory: ``export``, ``import``, ``migrate``, ``archive`` and ``restore``.
 
 Thin over ``palimpsest.scheduler.portability``: each opens the store(s), runs one domain
 function with a progress bar on stderr (when stderr is a terminal and ``--json`` is
@@ -17,7 +17,16 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.portability.archive import (
+    ArchiveReport,
+    RestoreReport,
+    archive_threads,
+    default_archive_dir,
+    parse_duration,
+    restore_archive,
+)
 from palimpsest.scheduler.portability.export import TransferReport, export_memory, import_archive
 from palimpsest.scheduler.portability.migrate import MigrateReport, migrate_memory
 from palimpsest.server.cli import output
@@ -177,3 +186,74 @@ def migrate(
         raise typer.Exit(1)
     if not json:
         output.stdout_console().print("every count and every thread's digest are equal", markup=False)
+
+
+def archive(
+    older_than: Annotated[
+        str, typer.Option("--older-than", metavar="DURATION", help="Threads idle this long: 90m, 12h, 30d, 2w.")
+    ],
+    partition: Annotated[
+        str | None, typer.Option("--partition", metavar="NAME", help="Archive one partition only; default every one.")
+    ] = None,
+    folder: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir", metavar="PATH", help="Where archive files go; default FILE.archive/ beside a SQLite store."
+        ),
+    ] = None,
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Move the raw messages of old, compacted threads to archive files beside the store, losslessly.
+
+    Summaries, facts and summary vectors stay live; each file (the export format) is read back and checked before
+    anything leaves the store. Expanding an archived summary names its file; `palimpsest restore FILE` brings the
+    messages back byte for byte, and `palimpsest doctor` checks every file against its recorded digest.
+
+    Example: palimpsest archive --older-than 30d --partition claude
+    """
+    settings = settings_from_flags(store)
+    target = folder or default_archive_dir(settings.store)
+    if target is None:
+        raise fail("this store has no file to put archives beside: give --dir PATH")
+    try:
+        age = parse_duration(older_than)
+    except PalimpsestError as exc:
+        raise fail(str(exc)) from None
+
+    async def work(opened: MemoryStore) -> ArchiveReport:
+        return await archive_threads(opened, target, older_than=age, partition=partition)
+
+    report = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(report)
+        return
+    table = Table(title=f"archived {report.messages:,} messages of {report.threads:,} threads into {target}")
+    table.add_column("threads left live")
+    table.add_column("count", justify="right")
+    for reason, count in sorted(report.skipped.items()):
+        table.add_row(reason, f"{count:,}")
+    output.stdout_console().print(table)
+
+
+def restore(
+    path: Annotated[Path, typer.Argument(help="An archive file written by `palimpsest archive`.")],
+    store: StoreOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Bring archived messages back from their archive file into the live store, byte for byte.
+
+    Example: palimpsest restore memory.db.archive/claude--session-1-0123456789ab.seq0-989.jsonl.gz
+    """
+    settings = settings_from_flags(store)
+
+    async def work(opened: MemoryStore) -> RestoreReport:
+        return await restore_archive(opened, path)
+
+    report = run_command(lambda: on_store(settings, work))
+    if json:
+        output.print_json(report)
+    else:
+        output.stdout_console().print(
+            f"restored {report.messages:,} messages of {report.threads:,} threads from {path}", markup=False
+        )
