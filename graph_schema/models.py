@@ -337,6 +337,11 @@ class StoreStats(BaseModel):
     summaries_by_level: dict[int, int]
     facts: int
     tokens: int
+    archived_messages: int = Field(0, description="Messages moved to archive files (counted in messages too).")
+    archived_runs: int = Field(0, description="Runs of messages archived, one archive file each.")
+    bytes_on_disk: int | None = Field(
+        None, description="The whole store's size on disk; None where the store cannot tell (a Neo4j server)."
+    )
 
 
 # -- maintenance: the background loop's record of what it did ------------------------

@@ -73,6 +73,9 @@ async def test_archive_then_restore_is_byte_exact_with_doctor_passing_at_each_st
     (run,) = after.archived
     assert (run.first_seq, run.last_seq, run.path) == (0, 7, report.files[0])
     assert await store.archived_ranges("p") == [run]
+    stats = await store.stats("p")
+    assert (stats.messages, stats.archived_messages, stats.archived_runs) == (12, 8, 1)
+    assert (stats.bytes_on_disk or 0) > 0 if store.kind == "sqlite" else stats.bytes_on_disk is None
     with pytest.raises(Archived, match=f"archived in {run.path}"):
         await store.expand("p", first)
     assert len((await store.expand("p", top, depth=1)).items) == 2
@@ -86,6 +89,7 @@ async def test_archive_then_restore_is_byte_exact_with_doctor_passing_at_each_st
     assert (restored.threads, restored.messages) == (1, 8)
     back = await store.snapshot(None, "old")
     assert back.archived == []
+    assert (await store.stats(None)).archived_messages == 0
     assert back.messages[:12] == before.messages
     assert (await store.expand("p", first)).items == before.messages[0:4]
     assert [hit.id for hit in await store.search_text("zanzibar2", partition="p")] == [before.messages[2].id]
@@ -174,6 +178,10 @@ def test_cli_archive_expand_doctor_restore(tmp_path: Path) -> None:
     code, _, err = run("expand", summary_id, "--partition", "p")
     assert code == 1 and f"archived in {path}" in err
     assert run("doctor")[0] == 0
+    code, out, _ = run("stats", "--partition", "p")
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
+    assert (rows["archived"], rows["archive files"], rows["messages"]) == ("8", "1", "12")
+    assert rows["size on disk"].endswith(" MB")
     code, out, _ = run("restore", str(path))
     assert code == 0 and "restored 8 messages of 1 threads" in out
     assert run("doctor")[0] == 0

@@ -858,3 +858,9 @@ SET m:Message
 SET m = row, m.created_at = datetime({epochSeconds: (row.created_at - micros) / 1000000, nanosecond: micros * 1000})
 RETURN count(m) AS restored
 """
+
+ARCHIVED_TOTALS: LiteralString = """
+MATCH (a:ArchivedRange)
+WHERE $partition IS NULL OR a.partition = $partition
+RETURN count(a) AS runs, coalesce(sum(a.last_seq - a.first_seq + 1), 0) AS messages
+"""

@@ -298,6 +298,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
     async def stats(self, partition: str | None) -> StoreStats:
         """Counts from the thread counters, summaries by level and facts (see `MemoryStore`)."""
         (row,) = await self._query(q.STATS, partition=partition)
+        (archived,) = await self._query(q.ARCHIVED_TOTALS, partition=partition)
         return StoreStats(
             store=self.kind,
             partition=partition,
@@ -306,4 +307,6 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
             summaries_by_level={level: count for level, count in sorted(row["levels"])},
             facts=row["facts"],
             tokens=row["tokens"] or 0,
+            archived_messages=archived["messages"],
+            archived_runs=archived["runs"],
         )

@@ -468,3 +468,8 @@ SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
 WHERE thread_id = :thread_id AND first_seq <= :last_seq AND last_seq >= :first_seq
 ORDER BY first_seq LIMIT 1
 """
+ARCHIVED_TOTALS = """
+SELECT count(*), coalesce(sum(last_seq - first_seq + 1), 0) FROM archived_ranges
+WHERE :partition IS NULL OR partition = :partition
+"""
+BYTES_ON_DISK = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"

@@ -328,6 +328,8 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
                 threads, messages, tokens = conn.execute(q.THREAD_TOTALS, params).fetchone()
                 levels = {level: count for level, count in conn.execute(q.SUMMARY_LEVELS, params)}
                 (facts,) = conn.execute(q.FACT_COUNT, params).fetchone()
+                runs, archived = conn.execute(q.ARCHIVED_TOTALS, params).fetchone()
+                (size,) = conn.execute(q.BYTES_ON_DISK).fetchone()
             return StoreStats(
                 store=self.kind,
                 partition=partition,
@@ -336,6 +338,9 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
                 summaries_by_level=levels,
                 facts=facts,
                 tokens=tokens,
+                archived_messages=archived,
+                archived_runs=runs,
+                bytes_on_disk=size,
             )
 
         return await self._run(read)
