@@ -340,7 +340,9 @@ class StoreStats(BaseModel):
     archived_messages: int = Field(0, description="Messages moved to archive files (counted in messages too).")
     archived_runs: int = Field(0, description="Runs of messages archived, one archive file each.")
     bytes_on_disk: int | None = Field(
-        None, description="The whole store's size on disk; None where the store cannot tell (a Neo4j server)."
+        None,
+        description="What the whole store takes on disk (pages in use: freed ones are reused before the file "
+        "grows); None where the store cannot tell (a Neo4j server).",
     )
 
 

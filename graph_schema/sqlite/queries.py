@@ -472,4 +472,7 @@ ARCHIVED_TOTALS = """
 SELECT count(*), coalesce(sum(last_seq - first_seq + 1), 0) FROM archived_ranges
 WHERE :partition IS NULL OR partition = :partition
 """
-BYTES_ON_DISK = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+#: Pages in use: freed pages (an archived run's) are reused before the file grows.
+BYTES_ON_DISK = """
+SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
+"""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import ArchivedRange, Message, Thread, ThreadSnapshot, utcnow
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.portability.export import export_memory, threads_in_scope
 from palimpsest.scheduler.portability.format import Archive, read_archive, thread_digest
 
@@ -177,6 +179,46 @@ def read_archived_messages(run: ArchivedRange) -> list[Message]:
     if [message.seq for message in messages] != list(range(run.first_seq, run.last_seq + 1)):
         raise InvalidInput(f"archive {path} lacks messages of seq {run.first_seq}-{run.last_seq}")
     return messages
+
+
+@dataclass(frozen=True)
+class StoreBudget:
+    """``PALIMPSEST_MAX_STORE_MB``: the most the store may take on disk, and where archives go."""
+
+    max_bytes: int
+    folder: Path
+
+
+async def archive_to_budget(store: MemoryStore, budget: StoreBudget, *, pause: Pause | None = None) -> int:
+    """Archive the least recently updated threads, one at a time, until the store fits its budget.
+
+    The evolution tick's ``archive`` step. A store that cannot tell its size (a Neo4j
+    server) is left alone; so are threads `archive_threads` would leave live.
+
+    Returns:
+        How many messages were archived.
+    """
+    archived = 0
+    size = (await store.stats(None)).bytes_on_disk
+    if size is None or size <= budget.max_bytes:
+        return 0
+    threads = sorted(await threads_in_scope(store, None, None), key=lambda thread: thread.updated_at)
+    for thread in threads:
+        if pause is not None:
+            await pause()
+        snapshot = await store.snapshot(thread.partition, thread.id)
+        run = _covered_prefix(snapshot)
+        if snapshot.archived or run is None:
+            continue
+        if await store.list_facts(thread.partition, thread_id=thread.id, current_only=False, limit=1):
+            continue
+        budget.folder.mkdir(parents=True, exist_ok=True)
+        await archive_run(store, snapshot, run, budget.folder / _file_name(thread, *run))
+        archived += run[1] - run[0] + 1
+        size = (await store.stats(None)).bytes_on_disk
+        if size is None or size <= budget.max_bytes:
+            break
+    return archived
 
 
 class RestoreReport(BaseModel):

@@ -170,7 +170,7 @@ async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> 
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm), settings.store_budget),
         ).run_until(stop)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -208,7 +208,7 @@ def maintain(
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm), settings.store_budget),
         )
         if not show_bar:
             return await maintenance.run_once()

@@ -120,7 +120,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
             settings.maintenance,
             summarizer,
             gate=gate,
-            steps=evolution_steps(opened.store, embedder),
+            steps=evolution_steps(opened.store, embedder, settings.store_budget),
         )
         scheduler = AsyncIOScheduler()
         maintenance.start(scheduler)
