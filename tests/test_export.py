@@ -176,6 +176,12 @@ async def test_a_dropped_line_or_a_cut_file_is_refused(archive: Path, tmp_path: 
     await refused(archive, tmp_path, "truncated or corrupt")
 
 
+async def test_export_to_a_folder_that_is_not_there_is_one_clear_error(source: MemoryStore, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="cannot write the archive"):
+        await export_memory(source, tmp_path / "missing" / "memory.jsonl.gz")
+    assert not (tmp_path / "missing").exists()
+
+
 async def test_a_file_that_is_no_export_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.jsonl.gz"
     rewrite(path, ['{"role": "user", "content": "hi"}\n'])

@@ -78,7 +78,10 @@ async def export_memory(
     if path.is_dir():
         raise InvalidInput(f"{path} is a directory; give the archive's file name")
     threads = await threads_in_scope(store, partition, thread_id)
-    writer = ArchiveWriter(path)
+    try:
+        writer = ArchiveWriter(path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write the archive {path}: {exc.strerror}") from None
     try:
         entries: list[ThreadEntry] = []
         node_ids: list[str] = []
