@@ -14,12 +14,13 @@ wrong in one sentence.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel, Field
 
+from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.identity import message_sha256, summary_digest
-from palimpsest.graph_schema.models import Message, Summary, Thread, ThreadSnapshot
+from palimpsest.graph_schema.models import ArchivedRange, Message, Summary, Thread, ThreadSnapshot
 from palimpsest.graph_schema.store import MemoryStore
 
 #: ``list_threads`` has no cursor: ask for more threads than any store holds.
@@ -35,8 +36,17 @@ class Breach(BaseModel):
     message: str = Field(description="What is wrong, in one sentence.")
 
 
+#: Reads the originals of an archived run from its file, checked against the recorded
+#: digest; raises a `PalimpsestError` saying what is wrong when it cannot.
+ArchiveReader = Callable[[ArchivedRange], list[Message]]
+
+
 async def check_store(
-    store: MemoryStore, *, partition: str | None = None, thread_id: str | None = None
+    store: MemoryStore,
+    *,
+    partition: str | None = None,
+    thread_id: str | None = None,
+    read_archived: ArchiveReader | None = None,
 ) -> list[Breach]:
     """Check every invariant on every thread (of a partition, or one thread).
 
@@ -47,6 +57,9 @@ async def check_store(
         store: An initialized store.
         partition: Only threads of this partition; None checks every partition.
         thread_id: Only this thread.
+        read_archived: How to read archived messages back (archived messages are moved,
+            not lost: they are checked like live ones); without it an archived run is a
+            breach of invariant 1, since nothing here can vouch for it.
 
     Returns:
         Every breach found, thread by thread; empty when the store is sound.
@@ -60,11 +73,33 @@ async def check_store(
     # each snapshot names its thread's partition. A node moved out of that partition is
     # then missing from the thread, which the checks report (invariant 7).
     if thread_id is not None:
-        return check_snapshot(await store.snapshot(partition, thread_id))
+        return _check_with_archived(await store.snapshot(partition, thread_id), read_archived)
     breaches: list[Breach] = []
     for thread in await store.list_threads(partition, limit=MAX_THREADS):
-        breaches.extend(check_snapshot(await store.snapshot(thread.partition, thread.id)))
+        breaches.extend(_check_with_archived(await store.snapshot(thread.partition, thread.id), read_archived))
     return breaches
+
+
+def _check_with_archived(snapshot: ThreadSnapshot, read_archived: ArchiveReader | None) -> list[Breach]:
+    """Check a thread with its archived messages read back in place; an unreadable run is the breach."""
+    if not snapshot.archived:
+        return check_snapshot(snapshot)
+    messages = list(snapshot.messages)
+    breaches: list[Breach] = []
+    for run in snapshot.archived:
+        where = f"archived messages seq {run.first_seq}-{run.last_seq} ({run.path})"
+        if read_archived is None:
+            breaches.append(
+                Breach(invariant=1, thread_id=snapshot.thread.id, node_id=None, message=f"{where} cannot be read here")
+            )
+            continue
+        try:
+            messages.extend(read_archived(run))
+        except PalimpsestError as exc:
+            breaches.append(Breach(invariant=1, thread_id=snapshot.thread.id, node_id=None, message=f"{where}: {exc}"))
+    if breaches:
+        return breaches
+    return check_snapshot(snapshot.model_copy(update={"messages": sorted(messages, key=lambda m: m.seq)}))
 
 
 def check_snapshot(snapshot: ThreadSnapshot) -> list[Breach]:

@@ -9,6 +9,7 @@ Backends translate driver and sqlite3 exceptions into these, so nothing above
     ├── Conflict             a write that would break an invariant (a child already
     │                        covered by another summary, a fact superseded twice)
     ├── StoreUnavailable     the database cannot be reached or answered with an outage
+    ├── Archived             messages moved to an archive file (`palimpsest restore` it)
     └── InternalError        Palimpsest's own query failed: a bug, never the caller's
                              fault (logged with its detail; clients see only that)
 """
@@ -39,6 +40,21 @@ class Conflict(PalimpsestError):
 
 class StoreUnavailable(PalimpsestError):
     """The store cannot be reached right now; the same call may succeed later."""
+
+
+class Archived(PalimpsestError):
+    """Messages asked for were moved out of the live store into an archive file, not lost.
+
+    Raised where a caller needs the originals (expanding a summary over them), naming
+    the file, so the caller can ``palimpsest restore`` it.
+    """
+
+    def __init__(self, summary_id: str, first_seq: int, last_seq: int, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"the messages of summary {summary_id} (seq {first_seq}-{last_seq}) are archived in {path}; "
+            f"run `palimpsest restore {path}` to bring them back"
+        )
 
 
 class InternalError(PalimpsestError):

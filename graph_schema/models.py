@@ -281,12 +281,32 @@ class SummaryDag(BaseModel):
     frontier: list[FrontierItem]
 
 
+class ArchivedRange(BaseModel):
+    """A run of a thread's messages moved out of the live store into an archive file.
+
+    The summaries over them, and this record, stay; the file (the export format) holds
+    the whole thread as it was, and ``digest`` is that thread's digest in the file's
+    header, so ``doctor`` can prove the file still holds exactly what left the store.
+    """
+
+    thread_id: str
+    partition: str
+    first_seq: int
+    last_seq: int
+    path: str = Field(description="The archive file holding the originals.")
+    digest: str = Field(description="The thread's digest in the archive's header.")
+    archived_at: UtcDatetime
+
+
 class ThreadSnapshot(BaseModel):
     """Everything of one thread, for checking invariants: messages and summaries with children."""
 
     thread: Thread
     messages: list[Message]
     summaries: list[Summary]
+    archived: list[ArchivedRange] = Field(
+        default_factory=list, description="Runs of messages moved to archive files (not in ``messages``)."
+    )
 
 
 class ThreadBacklog(BaseModel):
@@ -327,6 +347,13 @@ class StoreStats(BaseModel):
     tokens: int
     secrets_redacted: int = Field(
         0, description="Credentials replaced by [secret:KIND:HASH8] before storage (graph_schema/redact.py)."
+    )
+    archived_messages: int = Field(0, description="Messages moved to archive files (counted in messages too).")
+    archived_runs: int = Field(0, description="Runs of messages archived, one archive file each.")
+    bytes_on_disk: int | None = Field(
+        None,
+        description="What the whole store takes on disk (pages in use: freed ones are reused before the file "
+        "grows); None where the store cannot tell (a Neo4j server).",
     )
 
 
@@ -383,3 +410,14 @@ class MessageRef(BaseModel):
     seq: int
     role: Role
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# -- transfer: a stored vector as export and migrate copy it ----------------------------
+
+
+class StoredVector(NamedTuple):
+    """A node's vector as a store holds it, with the model that made it."""
+
+    node_id: str
+    model: str
+    vector: list[float]

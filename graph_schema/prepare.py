@@ -33,6 +33,7 @@ from palimpsest.graph_schema.models import (
     NewSummary,
     SearchKind,
     Summary,
+    Thread,
     utcnow,
 )
 from palimpsest.graph_schema.redact import redact, redaction_on
@@ -335,3 +336,30 @@ def check_kinds(kinds: Sequence[str]) -> list[SearchKind]:
     if unknown:
         raise InvalidInput(f"unknown search kinds {unknown}: use message, summary or fact")
     return [cast(SearchKind, kind) for kind in dict.fromkeys(kinds)]
+
+
+def restored_messages(thread: Thread, messages: Sequence[Message], stored: int, existing: set[str]) -> list[Message]:
+    """The messages of a restore still to write, checked to continue the thread with no gap.
+
+    Shared by both backends' ``restore_thread``: ``stored`` is the thread's message
+    count and ``existing`` the batch's ids the store already holds.
+
+    :raises InvalidInput: if a message is of another thread or partition, or the new
+        ones do not run on from seq ``stored`` one by one.
+    """
+    fresh: list[Message] = []
+    for message in messages:
+        if (message.thread_id, message.partition) != (thread.id, thread.partition):
+            raise InvalidInput(
+                f"message {message.id} belongs to thread {message.thread_id!r} of partition "
+                f"{message.partition!r}, not to thread {thread.id!r} of partition {thread.partition!r}"
+            )
+        if message.id in existing:
+            continue
+        expected = stored + len(fresh)
+        if message.seq != expected:
+            raise InvalidInput(
+                f"message {message.id} has seq {message.seq} but thread {thread.id!r} needs seq {expected} next"
+            )
+        fresh.append(message)
+    return fresh

@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from palimpsest.graph_schema.models import (
     AppendResult,
+    ArchivedRange,
     EmbeddingTodo,
     ExpandPage,
     Fact,
@@ -34,6 +35,7 @@ from palimpsest.graph_schema.models import (
     NewSummary,
     SearchHit,
     SearchKind,
+    StoredVector,
     StoreStats,
     Summary,
     SummaryDag,
@@ -478,5 +480,94 @@ class MemoryStore(Protocol):
         skipped; the rest come back in the order asked, each once.
 
         :raises InvalidInput: if more than ``MAX_BATCH`` ids are asked at once.
+        """
+        ...
+
+    # -- transfer: writing records exactly as another store held them ------------------
+    #
+    # Export, import and migrate copy a memory between stores; these verbs write what
+    # another store's reads returned (ids, seqs, hashes, timestamps, edges) as it is,
+    # and skip what is already there, so a copy run again adds only what is missing.
+
+    async def restore_thread(self, thread: Thread, messages: Sequence[Message]) -> int:
+        """Create the thread as given if it is missing, then write its messages exactly as given.
+
+        One transaction. Messages whose id the store already holds are skipped; the
+        rest must continue the thread in seq order with no gap (their first seq is the
+        thread's message count). The thread keeps its ``created_at``; its
+        ``updated_at`` becomes the later of the stored and the given one.
+
+        :returns: How many messages were written.
+        :raises InvalidInput: if a message belongs to another thread or partition than
+            ``thread``, or the new messages do not continue the thread; nothing is written.
+        :raises Conflict: if the thread exists in another partition.
+        """
+        ...
+
+    async def restore_summaries(self, summaries: Sequence[Summary]) -> int:
+        """Write summaries exactly as given (id, fields, ``created_at``, ordered children).
+
+        One transaction; lower levels first (a summary's children are stored, or come
+        earlier in the batch). Summaries whose id the store holds are skipped.
+
+        :returns: How many summaries were written.
+        :raises NotFound: if a thread or child does not exist in the summary's partition.
+        :raises Conflict: if a child is already covered by another summary.
+        """
+        ...
+
+    async def restore_facts(self, facts: Sequence[Fact]) -> int:
+        """Write facts exactly as given: id, ``created_at``, ``valid_until``, sources, supersession.
+
+        One transaction. Facts whose id the store holds are skipped. A SUPERSEDES edge
+        is written for each ``superseded_by`` whose fact is stored or in the batch
+        (supersession may reach a fact of a thread not copied; its ``valid_until`` is
+        kept either way).
+
+        :returns: How many facts were written.
+        :raises NotFound: if a source message does not exist in the fact's partition.
+        """
+        ...
+
+    async def read_embeddings(self, node_ids: Sequence[str]) -> list[StoredVector]:
+        """The stored vectors of these nodes, of any model, in the order asked; missing ones left out.
+
+        Vectors come back as stored (unit length), so writing them elsewhere with
+        `set_embeddings` (after `ensure_vector_index` with their size and model) gives
+        the same search scores.
+        """
+        ...
+
+    # -- archiving: old messages moved to files beside the store, and back -------------
+
+    async def archive_messages(self, archived: ArchivedRange) -> ArchivedRange:
+        """Move a run of a thread's messages out of the live store, keeping a record of the run.
+
+        One transaction. The caller has written them to ``archived.path`` and checked the
+        file first. The messages leave the store with their text index entries and
+        vectors; summaries over them, their edges and the thread's counters stay
+        (seqs are never reused). Reads skip them; expanding a summary over them raises
+        `Archived`; `snapshot` lists the record.
+
+        :returns: The record as stored.
+        :raises NotFound: if the thread does not exist in the partition.
+        :raises InvalidInput: if a message of the run is not in the live store or not
+            covered by a summary; nothing is changed.
+        """
+        ...
+
+    async def archived_ranges(self, partition: str | None, thread_id: str | None = None) -> list[ArchivedRange]:
+        """The archived runs (of one thread, or all), in thread and seq order."""
+        ...
+
+    async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
+        """Put an archived run's messages back exactly as they were and drop its record.
+
+        One transaction. Their vectors are not brought back (the embedding backfill
+        makes them again).
+
+        :returns: How many messages came back.
+        :raises NotFound: if no such run is recorded.
+        :raises InvalidInput: if ``messages`` are not exactly the run's messages, in seq order.
         """
         ...

@@ -43,6 +43,7 @@ from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.embedding import backfill_embeddings
 from palimpsest.scheduler.facts import evolve_facts
 from palimpsest.scheduler.foreground import ForegroundGate
+from palimpsest.scheduler.portability.archive import StoreBudget, archive_to_budget
 from palimpsest.scheduler.summarizer import Summarizer
 
 logger = logging.getLogger(__name__)
@@ -77,16 +78,22 @@ class EvolutionStep:
     counts_facts: bool = False
 
 
-def evolution_steps(store: MemoryStore, embedder: Embedder | None) -> list[EvolutionStep]:
-    """The evolution tick's steps, in the order they run: facts first, then embeddings.
+def evolution_steps(
+    store: MemoryStore, embedder: Embedder | None, budget: StoreBudget | None = None
+) -> list[EvolutionStep]:
+    """The evolution tick's steps, in the order they run: facts first, then embeddings, then archiving.
 
     Why a factory: a step needs the store and embedder of the process that runs it (the
     server's lifespan or ``palimpsest maintain``), and both build their steps here.
     Embedding last means the facts extracted this tick are embedded in the same tick.
+    With a size ``budget`` (``PALIMPSEST_MAX_STORE_MB``), the oldest threads are
+    archived until the store fits it.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)]
     if embedder is not None:
         steps.append(EvolutionStep("embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause)))
+    if budget is not None:
+        steps.append(EvolutionStep("archived", lambda pause: archive_to_budget(store, budget, pause=pause)))
     return steps
 
 

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.config import CompactionSettings, LlmSettings, MaintenanceSettings
+from palimpsest.scheduler.portability.archive import StoreBudget, default_archive_dir
 
 
 def default_store_uri() -> str:
@@ -68,6 +69,12 @@ class Settings(BaseSettings):
         1500, ge=100, le=100_000, description="Tokens of memory a hook hands an agent when its session starts."
     )
     embedder: str = Field("none", description="`none`, `sentence-transformers:MODEL_OR_PATH` or `openai:MODEL`.")
+    max_store_mb: int | None = Field(
+        None,
+        ge=1,
+        description="Archive the oldest compacted threads when the store takes more than this on disk "
+        "(PALIMPSEST_MAX_STORE_MB; a SQLite store, whose archives go beside its file).",
+    )
     tokens_file: Path | None = Field(
         None,
         description="JSON or TOML file mapping bearer token -> partitions it may touch; "
@@ -103,6 +110,14 @@ class Settings(BaseSettings):
             model=self.summary_model,
             timeout=self.summary_timeout,
         )
+
+    @property
+    def store_budget(self) -> StoreBudget | None:
+        """``PALIMPSEST_MAX_STORE_MB`` and where archives go, for the evolution tick; None when unset."""
+        folder = default_archive_dir(self.store)
+        if self.max_store_mb is None or folder is None:
+            return None
+        return StoreBudget(max_bytes=self.max_store_mb * 1_000_000, folder=folder)
 
     def open_store(self) -> MemoryStore:
         """The configured store, not yet initialized."""

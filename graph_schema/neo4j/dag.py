@@ -16,8 +16,9 @@ from typing import Any
 from neo4j import AsyncManagedTransaction
 
 from palimpsest.graph_schema import identity
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
+    ArchivedRange,
     DagEdge,
     ExpandPage,
     FrontierItem,
@@ -158,6 +159,11 @@ class Neo4jDag(Neo4jBase):
         target = 0 if depth is None else top.level - depth
         items: list[Message | Summary]
         if target <= 0:
+            archived = await self._query(
+                q.ARCHIVED_OVERLAP, thread_id=top.thread_id, first_seq=top.first_seq, last_seq=top.last_seq
+            )
+            if archived:
+                raise Archived(top.id, top.first_seq, top.last_seq, archived[0]["path"])
             total = top.message_count
             items = []
             if offset < total:  # past the end there is nothing to read (and no seq to compute)
@@ -245,10 +251,12 @@ class Neo4jDag(Neo4jBase):
                 last_seq=UNBOUNDED,
                 limit=UNBOUNDED,
             )
+            archived = await self._run(tx, q.ARCHIVED_RANGES, partition=None, thread_id=thread_id)
             return ThreadSnapshot(
                 thread=thread,
                 messages=[message_from_record(raw) for raw in messages["messages"]],
                 summaries=[_summary(row) for row in rows[0]["summaries"]],
+                archived=[ArchivedRange.model_validate(plain_props(row["props"])) for row in archived],
             )
 
         return await self._transaction(work, write=False)

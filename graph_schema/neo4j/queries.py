@@ -740,3 +740,131 @@ MATCH (m:Message {id: id})
 WHERE $partition IS NULL OR m.partition = $partition
 RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata]) AS refs
 """
+
+# -- transfer: records written exactly as another store held them -------------------------
+
+#: Create the thread as given if missing, take its write lock, and read its counters and
+#: which of the batch's message ids are already stored.
+RESTORE_THREAD_LOCK: LiteralString = """
+MERGE (t:Thread {id: $thread_id})
+ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $created_at,
+    t.updated_at = $updated_at, t.last_seq = -1, t.message_count = 0, t.covered_count = 0, t.tokens = 0
+SET t._lock = true
+REMOVE t._lock
+RETURN t.partition AS partition, t.message_count AS message_count, t.last_seq AS last_seq,
+    t.updated_at AS updated_at,
+    COLLECT { UNWIND $ids AS id MATCH (m:Message {id: id}) RETURN m.id } AS existing
+"""
+
+STORED_SUMMARY_IDS: LiteralString = """
+UNWIND $ids AS id
+MATCH (s:Summary {id: id})
+RETURN collect(s.id) AS ids
+"""
+
+STORED_FACT_IDS: LiteralString = """
+UNWIND $ids AS id
+MATCH (f:Fact {id: id})
+RETURN collect(f.id) AS ids
+"""
+
+#: Source messages of restored facts, with their partition, to check before writing.
+SOURCE_PARTITIONS: LiteralString = """
+UNWIND $ids AS id
+MATCH (m:Message {id: id})
+RETURN m.id AS id, m.partition AS partition
+"""
+
+#: SUPERSEDES edges of restored facts whose both ends are stored; one edge at most.
+RESTORE_SUPERSEDES: LiteralString = """
+UNWIND $pairs AS pair
+MATCH (new:Fact {id: pair.new_id}), (old:Fact {id: pair.old_id})
+WHERE NOT EXISTS { MATCH (:Fact)-[:SUPERSEDES]->(old) }
+CREATE (new)-[:SUPERSEDES]->(old)
+"""
+
+READ_EMBEDDINGS: LiteralString = """
+UNWIND $ids AS id
+MATCH (e:Embedding {node_id: id})
+RETURN e.node_id AS node_id, e.model AS model, e.vector AS vector
+"""
+
+# -- archiving: runs of messages moved to archive files, and back -----------------------
+#
+# An archived message keeps a stub: its node, relabelled ArchivedMessage and stripped to
+# id, partition, thread and seq, so the SUMMARIZES and NEXT edges around it stay (a
+# summary's child ids still read back) and no read or index that asks for :Message
+# sees it. Its Embedding goes.
+
+#: Take the thread's lock; how many messages of the run are live, and how many covered.
+ARCHIVE_RUN_STATE: LiteralString = """
+MATCH (t:Thread {id: $thread_id})
+WHERE t.partition = $partition
+SET t._lock = true
+REMOVE t._lock
+RETURN COUNT {
+        MATCH (m:Message {partition: $partition, thread_id: $thread_id}) WHERE $first_seq <= m.seq <= $last_seq
+    } AS live,
+    COUNT {
+        MATCH (m:Message {partition: $partition, thread_id: $thread_id})
+        WHERE $first_seq <= m.seq <= $last_seq AND EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    } AS covered
+"""
+
+ARCHIVE_WRITE: LiteralString = """
+MATCH (m:Message {partition: $partition, thread_id: $thread_id})
+WHERE $first_seq <= m.seq <= $last_seq
+CALL (m) {
+    OPTIONAL MATCH (m)<-[:EMBEDS]-(e:Embedding)
+    DETACH DELETE e
+}
+REMOVE m:Message
+SET m:ArchivedMessage
+SET m = {id: m.id, partition: m.partition, thread_id: m.thread_id, seq: m.seq}
+WITH count(m) AS archived
+CREATE (a:ArchivedRange)
+SET a = $record
+RETURN archived
+"""
+
+ARCHIVED_RANGES: LiteralString = """
+MATCH (a:ArchivedRange)
+WHERE ($partition IS NULL OR a.partition = $partition) AND ($thread_id IS NULL OR a.thread_id = $thread_id)
+RETURN properties(a) AS props
+ORDER BY a.partition, a.thread_id, a.first_seq
+"""
+
+#: The archived run a seq range reaches into, if any (expanding a summary over it).
+ARCHIVED_OVERLAP: LiteralString = """
+MATCH (a:ArchivedRange {thread_id: $thread_id})
+WHERE a.first_seq <= $last_seq AND a.last_seq >= $first_seq
+RETURN a.path AS path
+ORDER BY a.first_seq
+LIMIT 1
+"""
+
+#: The run's record, under the thread's lock, and its stubs brought back to messages.
+UNARCHIVE_WRITE: LiteralString = """
+MATCH (t:Thread {id: $thread_id})
+WHERE t.partition = $partition
+SET t._lock = true
+REMOVE t._lock
+WITH t
+MATCH (a:ArchivedRange {thread_id: $thread_id, first_seq: $first_seq, last_seq: $last_seq})
+DELETE a
+WITH DISTINCT t
+UNWIND $rows AS row
+MATCH (m:ArchivedMessage {id: row.id})
+WHERE m.thread_id = $thread_id AND m.seq = row.seq
+WITH m, row, (row.created_at % 1000000 + 1000000) % 1000000 AS micros
+REMOVE m:ArchivedMessage
+SET m:Message
+SET m = row, m.created_at = datetime({epochSeconds: (row.created_at - micros) / 1000000, nanosecond: micros * 1000})
+RETURN count(m) AS restored
+"""
+
+ARCHIVED_TOTALS: LiteralString = """
+MATCH (a:ArchivedRange)
+WHERE $partition IS NULL OR a.partition = $partition
+RETURN count(a) AS runs, coalesce(sum(a.last_seq - a.first_seq + 1), 0) AS messages
+"""

@@ -47,3 +47,9 @@ CREATE RANGE INDEX fact_thread IF NOT EXISTS FOR (f:Fact) ON (f.thread_id);
 CREATE CONSTRAINT embedding_node IF NOT EXISTS FOR (e:Embedding) REQUIRE e.node_id IS UNIQUE;
 CREATE RANGE INDEX embedding_thread IF NOT EXISTS FOR (e:Embedding) ON (e.thread_id);
 CREATE RANGE INDEX embedding_partition IF NOT EXISTS FOR (e:Embedding) ON (e.partition);
+
+// Archiving: a record per run of messages moved to an archive file, found by thread;
+// an archived message keeps a stub node (id, partition, thread, seq) under another
+// label, so SUMMARIZES and NEXT edges stay and restoring finds it by id.
+CREATE RANGE INDEX archived_range_thread IF NOT EXISTS FOR (a:ArchivedRange) ON (a.thread_id);
+CREATE RANGE INDEX archived_message_id IF NOT EXISTS FOR (m:ArchivedMessage) ON (m.id);

@@ -4,8 +4,9 @@ Why it looks the way it does:
 
 - `Neo4jStore` is assembled from one class per feature, each in its own module over
   the shared plumbing of `base`: the summary DAG (`dag`), facts (`facts`), vectors
-  (`vectors`) and maintenance (`maintenance`). This module adds the lifecycle, threads
-  and messages, text search and stats.
+  (`vectors`), maintenance (`maintenance`), transfer (`transfer`) and archiving
+  (`archive`). This module adds the lifecycle, threads and messages, text search and
+  stats.
 - Every query is a module constant with parameters only (the driver types queries as
   ``LiteralString`` to push exactly this), run in managed transactions so the driver
   retries transient failures (deadlocks, leader switches) on its own.
@@ -47,6 +48,7 @@ from palimpsest.graph_schema.models import (
     utcnow,
 )
 from palimpsest.graph_schema.neo4j import queries as q
+from palimpsest.graph_schema.neo4j.archive import Neo4jArchive
 from palimpsest.graph_schema.neo4j.base import (
     EPOCH,
     UNBOUNDED,
@@ -59,6 +61,7 @@ from palimpsest.graph_schema.neo4j.base import (
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
+from palimpsest.graph_schema.neo4j.transfer import Neo4jTransfer
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
 from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, check_limit, prepare_append
 from palimpsest.graph_schema.store import MemoryStore
@@ -88,7 +91,7 @@ def _epoch_us(value: datetime) -> int:
     return (cast(datetime, aware(value)) - EPOCH) // _MICROSECOND
 
 
-class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemoryStore):
+class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, Neo4jArchive, MemoryStore):
     """`MemoryStore` on a Neo4j 5 server (or cluster, or Aura) over Bolt.
 
     Args:
@@ -314,6 +317,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
     async def stats(self, partition: str | None) -> StoreStats:
         """Counts from the thread counters, summaries by level and facts (see `MemoryStore`)."""
         (row,) = await self._query(q.STATS, partition=partition)
+        (archived,) = await self._query(q.ARCHIVED_TOTALS, partition=partition)
         return StoreStats(
             store=self.kind,
             partition=partition,
@@ -323,4 +327,6 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, MemorySto
             facts=row["facts"],
             tokens=row["tokens"] or 0,
             secrets_redacted=row["secrets"] or 0,
+            archived_messages=archived["messages"],
+            archived_runs=archived["runs"],
         )

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
+    ArchivedRange,
     DagEdge,
     ExpandPage,
     FrontierItem,
@@ -177,6 +178,9 @@ class SqliteDag(SqliteBase):
                     raise NotFound("summary", summary_id)
                 items: list[Message | Summary]
                 if depth is None or depth >= row["level"]:
+                    archived = conn.execute(q.ARCHIVED_OVERLAP, dict(row)).fetchone()
+                    if archived is not None:
+                        raise Archived(summary_id, row["first_seq"], row["last_seq"], archived["path"])
                     total = row["message_count"]
                     params = {
                         "thread_id": row["thread_id"],
@@ -263,6 +267,8 @@ class SqliteDag(SqliteBase):
                 scoped = {**params, "partition": thread.partition}
                 messages = [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, scoped)]
                 summaries = _summaries(conn, conn.execute(q.THREAD_SUMMARIES, scoped).fetchall())
-            return ThreadSnapshot(thread=thread, messages=messages, summaries=summaries)
+                scope = {"partition": thread.partition, "thread_id": thread_id}
+                archived = [ArchivedRange.model_validate(dict(r)) for r in conn.execute(q.ARCHIVED_RANGES, scope)]
+            return ThreadSnapshot(thread=thread, messages=messages, summaries=summaries, archived=archived)
 
         return await self._run(read)

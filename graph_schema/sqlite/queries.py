@@ -465,3 +465,64 @@ INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
 """
 THREAD_KEY = "SELECT name FROM pragma_table_info('threads') WHERE pk > 0"
+
+# -- transfer: records written exactly as another store held them -----------------------
+
+RESTORE_THREAD = """
+INSERT INTO threads (id, partition, project, created_at, updated_at)
+VALUES (:thread_id, :partition, :project, :created_at, :updated_at)
+"""
+RESTORE_GROW_THREAD = """
+UPDATE threads SET message_count = message_count + :added, tokens = tokens + :tokens,
+    updated_at = max(updated_at, :updated_at), project = COALESCE(project, :project)
+WHERE id = :thread_id
+"""
+RESTORE_FACT = """
+INSERT INTO facts (id, partition, project, text, kind, subject, thread_id, created_at, valid_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+FACT_IDS = f"SELECT id FROM facts WHERE id IN {IN_IDS}"
+RESTORE_SUPERSEDES = "INSERT INTO fact_supersedes (fact_id, superseded_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+READ_EMBEDDINGS = f"SELECT node_id, model, vector FROM embeddings WHERE node_id IN {IN_IDS}"
+
+# -- archiving: runs of messages moved to archive files, and back --------------------------
+
+_ARCHIVED_RUN = "thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq"
+#: Messages of the run in the live store, and how many of them a summary covers.
+ARCHIVE_RUN_STATE = f"""
+SELECT count(*), count(s.child_id) FROM messages AS m LEFT JOIN summarizes AS s ON s.child_id = m.id
+WHERE m.{_ARCHIVED_RUN}
+"""
+ARCHIVE_FTS_DELETE = f"""
+INSERT INTO messages_fts (messages_fts, rowid, content)
+SELECT 'delete', pk, content FROM messages WHERE {_ARCHIVED_RUN}
+"""
+ARCHIVE_EMBEDDINGS_DELETE = f"DELETE FROM embeddings WHERE node_id IN (SELECT id FROM messages WHERE {_ARCHIVED_RUN})"
+ARCHIVE_MESSAGES_DELETE = f"DELETE FROM messages WHERE {_ARCHIVED_RUN}"
+BUMP_ANY_VECTOR_VERSION = "UPDATE vector_index SET version = version + 1"
+ARCHIVED_COLUMNS = "thread_id, partition, first_seq, last_seq, path, digest, archived_at"
+INSERT_ARCHIVED_RANGE = f"INSERT INTO archived_ranges ({ARCHIVED_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+ARCHIVED_RANGES = f"""
+SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
+WHERE (:partition IS NULL OR partition = :partition) AND (:thread_id IS NULL OR thread_id = :thread_id)
+ORDER BY partition, thread_id, first_seq
+"""
+ARCHIVED_RANGE = f"""
+SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
+WHERE thread_id = :thread_id AND partition = :partition AND first_seq = :first_seq AND last_seq = :last_seq
+"""
+DELETE_ARCHIVED_RANGE = "DELETE FROM archived_ranges WHERE thread_id = :thread_id AND first_seq = :first_seq"
+#: The archived run a seq range reaches into, if any (expanding a summary over it).
+ARCHIVED_OVERLAP = f"""
+SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
+WHERE thread_id = :thread_id AND first_seq <= :last_seq AND last_seq >= :first_seq
+ORDER BY first_seq LIMIT 1
+"""
+ARCHIVED_TOTALS = """
+SELECT count(*), coalesce(sum(last_seq - first_seq + 1), 0) FROM archived_ranges
+WHERE :partition IS NULL OR partition = :partition
+"""
+#: Pages in use: freed pages (an archived run's) are reused before the file grows.
+BYTES_ON_DISK = """
+SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
+"""

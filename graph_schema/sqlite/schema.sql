@@ -221,3 +221,17 @@ CREATE TRIGGER IF NOT EXISTS embeddings_fact_delete AFTER DELETE ON facts BEGIN
     DELETE FROM embeddings WHERE node_id = old.id;
     UPDATE vector_index SET version = version + 1;
 END;
+
+-- Archiving: runs of a thread's messages moved out to archive files beside the store
+-- (the export format). The summaries over them, their SUMMARIZES rows and the thread's
+-- counters stay; this row says which file holds the originals and its thread digest.
+CREATE TABLE IF NOT EXISTS archived_ranges (
+    thread_id   TEXT NOT NULL REFERENCES threads (id),
+    partition   TEXT NOT NULL,
+    first_seq   INTEGER NOT NULL,
+    last_seq    INTEGER NOT NULL,
+    path        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    archived_at TEXT NOT NULL,
+    PRIMARY KEY (thread_id, first_seq)
+) WITHOUT ROWID;

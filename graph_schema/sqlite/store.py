@@ -10,7 +10,7 @@ guarded by a thread lock, so the event loop never blocks and a cancelled caller 
 leaves the connection half-used. Validation and derivation come from ``prepare.py``.
 
 The plumbing lives in ``base`` and the verbs of each feature in their own module
-(``dag``, ``facts``, ``vectors``, ``maintenance``); this module
+(``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``, ``archive``); this module
 assembles them into `SqliteStore` and keeps its lifecycle, threads and messages, text search
 and stats.
 """
@@ -39,6 +39,7 @@ from palimpsest.graph_schema.models import (
 )
 from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, prepare_append
 from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.graph_schema.sqlite.archive import SqliteArchive
 from palimpsest.graph_schema.sqlite.base import (
     INT64_MAX,
     clamp_int64,
@@ -55,6 +56,7 @@ from palimpsest.graph_schema.sqlite.dag import SqliteDag
 from palimpsest.graph_schema.sqlite.facts import SqliteFacts
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
 from palimpsest.graph_schema.sqlite.migrations import migrate
+from palimpsest.graph_schema.sqlite.transfer import SqliteTransfer
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
 
 #: How long a writer waits for another process's write transaction before giving up.
@@ -86,7 +88,7 @@ def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMes
     return rows
 
 
-class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
+class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, SqliteTransfer, SqliteArchive):
     """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""
 
     kind = "sqlite"
@@ -340,6 +342,8 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 threads, messages, tokens, secrets = conn.execute(q.THREAD_TOTALS, params).fetchone()
                 levels = {level: count for level, count in conn.execute(q.SUMMARY_LEVELS, params)}
                 (facts,) = conn.execute(q.FACT_COUNT, params).fetchone()
+                runs, archived = conn.execute(q.ARCHIVED_TOTALS, params).fetchone()
+                (size,) = conn.execute(q.BYTES_ON_DISK).fetchone()
             return StoreStats(
                 store=self.kind,
                 partition=partition,
@@ -349,6 +353,9 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance):
                 facts=facts,
                 tokens=tokens,
                 secrets_redacted=secrets,
+                archived_messages=archived,
+                archived_runs=runs,
+                bytes_on_disk=size,
             )
 
         return await self._run(read)

@@ -31,6 +31,7 @@ from palimpsest.graph_schema.models import MaintenanceCycle, StoreStats
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
+from palimpsest.server.cli import portability as cli_portability
 from palimpsest.server.cli import search as cli_search
 from palimpsest.server.cli import setup as cli_setup
 from palimpsest.server.cli.support import (
@@ -101,12 +102,13 @@ def doctor(
     Example: palimpsest doctor --store sqlite:///memory.db
     """
     from palimpsest.graph_schema.doctor import Breach, check_store
+    from palimpsest.scheduler.portability.archive import read_archived_messages
     from palimpsest.server.cli import output
 
     settings = settings_from_flags(store)
 
     async def work(opened: MemoryStore) -> tuple[list[Breach], int]:
-        found = await check_store(opened, partition=partition, thread_id=thread)
+        found = await check_store(opened, partition=partition, thread_id=thread, read_archived=read_archived_messages)
         checked = 1 if thread is not None else (await opened.stats(partition)).threads
         return found, checked
 
@@ -210,7 +212,7 @@ async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> 
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm), settings.store_budget),
         ).run_until(stop)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -250,7 +252,7 @@ def maintain(
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm)),
+            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm), settings.store_budget),
         )
         if not show_bar:
             return await maintenance.run_once()
@@ -287,3 +289,8 @@ app.command()(maintain)
 app.command()(cli_search.kg)
 app.command()(cli_search.recall)
 app.command()(cli_search.context)
+app.command()(cli_portability.export)
+app.command(name="import")(cli_portability.import_)
+app.command()(cli_portability.migrate)
+app.command()(cli_portability.archive)
+app.command()(cli_portability.restore)

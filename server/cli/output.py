@@ -108,6 +108,10 @@ def stats_table(stats: StoreStats) -> Table:
         table.add_row("summaries", "0")
     table.add_row("facts", str(stats.facts))
     table.add_row("tokens", str(stats.tokens))
+    table.add_row("archived", str(stats.archived_messages))
+    table.add_row("archive files", str(stats.archived_runs))
+    if stats.bytes_on_disk is not None:
+        table.add_row("size on disk", f"{stats.bytes_on_disk / 1_000_000:,.1f} MB")
     return table
 
 

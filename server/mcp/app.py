@@ -128,7 +128,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
             settings.maintenance,
             summarizer,
             gate=gate,
-            steps=evolution_steps(live.runtime.store, embedder),
+            steps=evolution_steps(live.runtime.store, embedder, settings.store_budget),
         )
         scheduler = AsyncIOScheduler()
         maintenance.start(scheduler)

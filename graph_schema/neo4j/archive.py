@@ -1,0 +1,85 @@
+"""Archiving on Neo4j: runs of old messages moved out of the graph, a record of each, and back.
+
+It exists so a store that keeps everything need not grow without bound: the raw
+messages of old, compacted runs move to archive files beside the store (written and
+checked by ``scheduler/portability/archive.py``). A message's node stays as a stub
+(relabelled ``ArchivedMessage``, stripped to id, partition, thread and seq) so the
+SUMMARIZES and NEXT edges around it stay; its content, metadata and vector go. Each
+verb is one managed transaction under the thread's lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from neo4j import AsyncManagedTransaction
+
+from palimpsest.graph_schema.errors import InvalidInput, NotFound
+from palimpsest.graph_schema.models import ArchivedRange, Message
+from palimpsest.graph_schema.neo4j import queries as q
+from palimpsest.graph_schema.neo4j.base import Neo4jBase, plain_props
+from palimpsest.graph_schema.neo4j.transfer import message_row
+
+
+def archived_from_record(raw: dict[str, object]) -> ArchivedRange:
+    return ArchivedRange.model_validate(plain_props(dict(raw)))
+
+
+class Neo4jArchive(Neo4jBase):
+    """The archiving verbs, apart because they are the only ones that ever take a message out."""
+
+    async def archive_messages(self, archived: ArchivedRange) -> ArchivedRange:
+        """Lock the thread, check the run is live and covered, stub its messages, record it."""
+        run = {
+            "thread_id": archived.thread_id, "partition": archived.partition,
+            "first_seq": archived.first_seq, "last_seq": archived.last_seq,
+        }  # fmt: skip
+
+        async def work(tx: AsyncManagedTransaction) -> ArchivedRange:
+            rows = await self._run(tx, q.ARCHIVE_RUN_STATE, **run)
+            if not rows:
+                raise NotFound("thread", archived.thread_id)
+            size = archived.last_seq - archived.first_seq + 1
+            live, covered = rows[0]["live"], rows[0]["covered"]
+            if size < 1 or live != size or covered != size:
+                raise InvalidInput(
+                    f"seq {archived.first_seq}-{archived.last_seq} of thread {archived.thread_id!r} is not a run of "
+                    f"live messages all covered by summaries ({live} live, {covered} covered)"
+                )
+            await self._run(tx, q.ARCHIVE_WRITE, **run, record=archived.model_dump())
+            return archived
+
+        return await self._transaction(work, write=True)
+
+    async def archived_ranges(self, partition: str | None, thread_id: str | None = None) -> list[ArchivedRange]:
+        """The ArchivedRange nodes in scope."""
+        rows = await self._query(q.ARCHIVED_RANGES, partition=partition, thread_id=thread_id)
+        return [archived_from_record(row["props"]) for row in rows]
+
+    async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
+        """Turn the run's stubs back into the messages, exactly, and delete its record."""
+        expected = list(range(archived.first_seq, archived.last_seq + 1))
+        if [message.seq for message in messages] != expected or any(
+            (m.thread_id, m.partition) != (archived.thread_id, archived.partition) for m in messages
+        ):
+            raise InvalidInput(
+                f"the messages given are not seq {archived.first_seq}-{archived.last_seq} "
+                f"of thread {archived.thread_id!r}, in order"
+            )
+
+        async def work(tx: AsyncManagedTransaction) -> int:
+            rows = await self._run(
+                tx,
+                q.UNARCHIVE_WRITE,
+                thread_id=archived.thread_id,
+                partition=archived.partition,
+                first_seq=archived.first_seq,
+                last_seq=archived.last_seq,
+                rows=[message_row(message) for message in messages],
+            )
+            restored = rows[0]["restored"] if rows else 0
+            if restored != len(messages):
+                raise NotFound("archived range", f"{archived.thread_id}:{archived.first_seq}-{archived.last_seq}")
+            return int(restored)
+
+        return await self._transaction(work, write=True)

@@ -1,0 +1,171 @@
+"""Transfer on SQLite: threads, messages, summaries and facts written exactly as another store held them.
+
+It exists so export, import and migrate (``scheduler/portability/``) can copy a memory
+between stores without re-deriving anything: ids, seqs, hashes, timestamps and edges
+are written as read, each verb in one ``BEGIN IMMEDIATE`` transaction, and what is
+already stored is skipped, so a copy interrupted and run again adds only what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+import numpy as np
+
+from palimpsest.graph_schema.errors import Conflict, NotFound
+from palimpsest.graph_schema.models import Fact, Message, StoredVector, Summary, Thread
+from palimpsest.graph_schema.prepare import restored_messages
+from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, stored_time, transaction
+
+
+def message_row(message: Message) -> tuple[object, ...]:
+    """A message as ``q.INSERT_MESSAGE`` binds it; metadata as the JSON text an append stores."""
+    metadata = json.dumps(message.metadata) if message.metadata else "{}"
+    return (
+        message.id, message.source_id, message.thread_id, message.partition, message.project, message.seq,
+        message.role.value, message.content, message.sha256, message.tokens, stored_time(message.created_at),
+        message.tool_call_id, metadata,
+    )  # fmt: skip
+
+
+class SqliteTransfer(SqliteBase):
+    """The transfer verbs, apart because they bypass derivation on purpose: they copy, they do not create."""
+
+    async def restore_thread(self, thread: Thread, messages: Sequence[Message]) -> int:
+        """Insert the thread if missing and the messages not yet stored, then grow its counters."""
+
+        def write(conn: sqlite3.Connection) -> int:
+            with transaction(conn, "IMMEDIATE"):
+                row = conn.execute(q.THREAD, {"thread_id": thread.id, "partition": None}).fetchone()
+                if row is None:
+                    conn.execute(
+                        q.RESTORE_THREAD,
+                        {
+                            "thread_id": thread.id, "partition": thread.partition, "project": thread.project,
+                            "created_at": stored_time(thread.created_at), "updated_at": stored_time(thread.updated_at),
+                        },
+                    )  # fmt: skip
+                    stored = 0
+                elif row["partition"] != thread.partition:
+                    raise Conflict(f"thread id {thread.id!r} is already used by another partition")
+                else:
+                    stored = row["message_count"]
+                ids = ids_json([message.id for message in messages])
+                existing = {found[0] for found in conn.execute(q.EXISTING_MESSAGE_IDS, {"ids": ids})}
+                fresh = restored_messages(thread, messages, stored, existing)
+                conn.executemany(q.INSERT_MESSAGE, [message_row(message) for message in fresh])
+                conn.execute(
+                    q.RESTORE_GROW_THREAD,
+                    {
+                        "added": len(fresh), "tokens": sum(message.tokens for message in fresh),
+                        "updated_at": stored_time(thread.updated_at), "project": thread.project,
+                        "thread_id": thread.id,
+                    },
+                )  # fmt: skip
+            return len(fresh)
+
+        return await self._run(write)
+
+    async def restore_summaries(self, summaries: Sequence[Summary]) -> int:
+        """Insert each summary not stored, after checking its children exist and are uncovered."""
+
+        def write(conn: sqlite3.Connection) -> int:
+            written = 0
+            with transaction(conn, "IMMEDIATE"):
+                stored = {
+                    row["id"] for row in conn.execute(q.SUMMARIES_BY_IDS, {"ids": ids_json([s.id for s in summaries])})
+                }
+                for summary in summaries:
+                    if summary.id in stored:
+                        continue
+                    scope = {
+                        "ids": ids_json(summary.child_ids), "thread_id": summary.thread_id,
+                        "partition": summary.partition,
+                    }  # fmt: skip
+                    if (
+                        conn.execute(
+                            q.THREAD, {"thread_id": summary.thread_id, "partition": summary.partition}
+                        ).fetchone()
+                        is None
+                    ):
+                        raise NotFound("thread", summary.thread_id)
+                    children = q.CHILD_MESSAGES if summary.level == 1 else q.CHILD_SUMMARIES
+                    found = {row["id"] for row in conn.execute(children, scope)}
+                    for child_id in summary.child_ids:
+                        if child_id not in found:
+                            raise NotFound("message" if summary.level == 1 else "summary", child_id)
+                    covered = conn.execute(q.ALREADY_COVERED, scope).fetchone()
+                    if covered is not None:
+                        raise Conflict(f"{covered[0]} is already covered by summary {covered[1]}")
+                    conn.execute(
+                        q.INSERT_SUMMARY,
+                        (
+                            summary.id, summary.thread_id, summary.partition, summary.level, summary.text,
+                            summary.tokens, summary.source_tokens, summary.first_seq, summary.last_seq,
+                            stored_time(summary.earliest_at), stored_time(summary.latest_at), summary.message_count,
+                            summary.digest, summary.summarizer, stored_time(summary.created_at),
+                        ),
+                    )  # fmt: skip
+                    conn.executemany(
+                        q.INSERT_EDGE,
+                        [(summary.id, child_id, position) for position, child_id in enumerate(summary.child_ids)],
+                    )
+                    if summary.level == 1:
+                        conn.execute(
+                            q.COVER_MESSAGES, {"covered": len(summary.child_ids), "thread_id": summary.thread_id}
+                        )
+                    stored.add(summary.id)
+                    written += 1
+            return written
+
+        return await self._run(write)
+
+    async def restore_facts(self, facts: Sequence[Fact]) -> int:
+        """Insert facts not stored with their sources, then the SUPERSEDES rows both ends of which exist."""
+
+        def write(conn: sqlite3.Connection) -> int:
+            with transaction(conn, "IMMEDIATE"):
+                stored = {row[0] for row in conn.execute(q.FACT_IDS, {"ids": ids_json([f.id for f in facts])})}
+                fresh = [fact for fact in facts if fact.id not in stored]
+                sources = ids_json([m for fact in fresh for m in fact.source_message_ids])
+                messages = {
+                    row["id"]: row["partition"] for row in conn.execute(q.FACT_SOURCE_MESSAGES, {"ids": sources})
+                }
+                for fact in fresh:
+                    for message_id in fact.source_message_ids:
+                        if messages.get(message_id) != fact.partition:
+                            raise NotFound("message", message_id)
+                    conn.execute(
+                        q.RESTORE_FACT,
+                        (
+                            fact.id, fact.partition, fact.project, fact.text, fact.kind, fact.subject or "",
+                            fact.thread_id, stored_time(fact.created_at),
+                            None if fact.valid_until is None else stored_time(fact.valid_until),
+                        ),
+                    )  # fmt: skip
+                    conn.executemany(q.INSERT_FACT_SOURCE, [(fact.id, m) for m in fact.source_message_ids])
+                newer = ids_json([fact.superseded_by for fact in facts if fact.superseded_by])
+                known = {row[0] for row in conn.execute(q.FACT_IDS, {"ids": newer})}
+                conn.executemany(
+                    q.RESTORE_SUPERSEDES,
+                    [(fact.superseded_by, fact.id) for fact in facts if fact.superseded_by in known],
+                )
+            return len(fresh)
+
+        return await self._run(write)
+
+    async def read_embeddings(self, node_ids: Sequence[str]) -> list[StoredVector]:
+        """The ``embeddings`` rows of these nodes, float32 blobs back to lists."""
+
+        def read(conn: sqlite3.Connection) -> list[StoredVector]:
+            rows = {row[0]: row for row in conn.execute(q.READ_EMBEDDINGS, {"ids": ids_json(node_ids)})}
+            return [
+                StoredVector(node_id, rows[node_id][1], np.frombuffer(rows[node_id][2], dtype="<f4").tolist())
+                for node_id in dict.fromkeys(node_ids)
+                if node_id in rows
+            ]
+
+        return await self._run(read)

@@ -1,0 +1,73 @@
+"""Writing a memory into a store with the transfer verbs: what import and migrate share.
+
+Both copy threads (messages, then summaries lowest level first), each thread's fact
+layer, then facts and vectors, in batches of one transaction each. Every verb skips
+what the target already holds, so a copy that stopped half-way, run again, writes only
+the rest, and one that finished writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from palimpsest.graph_schema.models import Fact, FactLayerState, StoredVector, ThreadSnapshot
+from palimpsest.graph_schema.store import MemoryStore
+
+#: Records written per transaction: one commit each, small enough for Neo4j's memory.
+BATCH = 1000
+
+#: Told how many messages were just copied, to move a progress bar.
+Advance = Callable[[int], None]
+
+
+async def copy_thread(target: MemoryStore, snapshot: ThreadSnapshot, advance: Advance | None = None) -> tuple[int, int]:
+    """Write one thread, its messages and its summaries into ``target``.
+
+    Returns:
+        How many messages and summaries were written (those already there are not counted).
+    """
+    written_messages = written_summaries = 0
+    messages = sorted(snapshot.messages, key=lambda message: message.seq)
+    for start in range(0, max(len(messages), 1), BATCH):
+        batch = messages[start : start + BATCH]
+        written_messages += await target.restore_thread(snapshot.thread, batch)
+        if advance is not None:
+            advance(len(batch))
+    summaries = sorted(snapshot.summaries, key=lambda summary: (summary.level, summary.first_seq))
+    for start in range(0, len(summaries), BATCH):
+        written_summaries += await target.restore_summaries(summaries[start : start + BATCH])
+    return written_messages, written_summaries
+
+
+async def copy_fact_layer(target: MemoryStore, layer: FactLayerState) -> None:
+    """The thread's fact-layer switch and extraction cursor, as the source had them."""
+    if layer.enabled:
+        await target.set_fact_layer(layer.partition, layer.thread_id, True)
+    if layer.extracted_seq >= 0:
+        await target.advance_fact_cursor(layer.partition, layer.thread_id, layer.extracted_seq)
+
+
+async def copy_facts(target: MemoryStore, facts: Sequence[Fact]) -> int:
+    """Facts in batches, then once more so a SUPERSEDES edge to a later batch is written too."""
+    written = 0
+    for start in range(0, len(facts), BATCH):
+        written += await target.restore_facts(facts[start : start + BATCH])
+    if len(facts) > BATCH:
+        for start in range(0, len(facts), BATCH):
+            await target.restore_facts(facts[start : start + BATCH])
+    return written
+
+
+async def copy_vectors(target: MemoryStore, vectors: Sequence[StoredVector]) -> int:
+    """Vectors grouped by model, each group after `ensure_vector_index` for its size."""
+    by_model: dict[str, list[StoredVector]] = defaultdict(list)
+    for vector in vectors:
+        by_model[vector.model].append(vector)
+    written = 0
+    for model, group in by_model.items():
+        await target.ensure_vector_index(len(group[0].vector), model)
+        for start in range(0, len(group), BATCH):
+            batch = group[start : start + BATCH]
+            written += await target.set_embeddings([(v.node_id, v.vector) for v in batch], model)
+    return written
