@@ -125,7 +125,9 @@ async def test_restore_adds_only_the_missing_tail(source: MemoryStore, store: Me
     assert await store.get_messages(None, "t1") == snapshot.messages
 
 
-async def test_restore_refuses_a_gap_another_thread_or_partition(source: MemoryStore, store: MemoryStore) -> None:
+async def test_restore_refuses_a_gap_or_another_thread_and_keeps_partitions_apart(
+    source: MemoryStore, store: MemoryStore
+) -> None:
     snapshot = await source.snapshot(None, "t1")
     with pytest.raises(InvalidInput, match="needs seq 0 next"):
         await store.restore_thread(snapshot.thread, snapshot.messages[2:])
@@ -135,8 +137,9 @@ async def test_restore_refuses_a_gap_another_thread_or_partition(source: MemoryS
     with pytest.raises(InvalidInput, match="belongs to thread 'other'"):
         await store.restore_thread(snapshot.thread, [stray])
     await store.append_messages("elsewhere", "t1", [NewMessage(role=Role.user, content="x")])
-    with pytest.raises(Conflict):
-        await store.restore_thread(snapshot.thread, snapshot.messages)
+    # A thread is (partition, id): another partition's t1 is another thread, left as it is.
+    assert await store.restore_thread(snapshot.thread, snapshot.messages) == len(snapshot.messages)
+    assert (await store.get_thread("elsewhere", "t1")).message_count == 1
 
 
 async def test_restore_summaries_needs_uncovered_children(source: MemoryStore, store: MemoryStore) -> None:

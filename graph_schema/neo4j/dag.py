@@ -160,7 +160,11 @@ class Neo4jDag(Neo4jBase):
         items: list[Message | Summary]
         if target <= 0:
             archived = await self._query(
-                q.ARCHIVED_OVERLAP, thread_id=top.thread_id, first_seq=top.first_seq, last_seq=top.last_seq
+                q.ARCHIVED_OVERLAP,
+                partition=top.partition,
+                thread_id=top.thread_id,
+                first_seq=top.first_seq,
+                last_seq=top.last_seq,
             )
             if archived:
                 raise Archived(top.id, top.first_seq, top.last_seq, archived[0]["path"])

@@ -746,12 +746,12 @@ RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata]) AS r
 #: Create the thread as given if missing, take its write lock, and read its counters and
 #: which of the batch's message ids are already stored.
 RESTORE_THREAD_LOCK: LiteralString = """
-MERGE (t:Thread {id: $thread_id})
-ON CREATE SET t.partition = $partition, t.project = $project, t.created_at = $created_at,
+MERGE (t:Thread {partition: $partition, id: $thread_id})
+ON CREATE SET t.project = $project, t.created_at = $created_at,
     t.updated_at = $updated_at, t.last_seq = -1, t.message_count = 0, t.covered_count = 0, t.tokens = 0
 SET t._lock = true
 REMOVE t._lock
-RETURN t.partition AS partition, t.message_count AS message_count, t.last_seq AS last_seq,
+RETURN t.message_count AS message_count, t.last_seq AS last_seq,
     t.updated_at AS updated_at,
     COLLECT { UNWIND $ids AS id MATCH (m:Message {id: id}) RETURN m.id } AS existing
 """
@@ -836,7 +836,7 @@ ORDER BY a.partition, a.thread_id, a.first_seq
 
 #: The archived run a seq range reaches into, if any (expanding a summary over it).
 ARCHIVED_OVERLAP: LiteralString = """
-MATCH (a:ArchivedRange {thread_id: $thread_id})
+MATCH (a:ArchivedRange {partition: $partition, thread_id: $thread_id})
 WHERE a.first_seq <= $last_seq AND a.last_seq >= $first_seq
 RETURN a.path AS path
 ORDER BY a.first_seq
@@ -850,12 +850,12 @@ WHERE t.partition = $partition
 SET t._lock = true
 REMOVE t._lock
 WITH t
-MATCH (a:ArchivedRange {thread_id: $thread_id, first_seq: $first_seq, last_seq: $last_seq})
+MATCH (a:ArchivedRange {partition: $partition, thread_id: $thread_id, first_seq: $first_seq, last_seq: $last_seq})
 DELETE a
 WITH DISTINCT t
 UNWIND $rows AS row
 MATCH (m:ArchivedMessage {id: row.id})
-WHERE m.thread_id = $thread_id AND m.seq = row.seq
+WHERE m.partition = $partition AND m.thread_id = $thread_id AND m.seq = row.seq
 WITH m, row, (row.created_at % 1000000 + 1000000) % 1000000 AS micros
 REMOVE m:ArchivedMessage
 SET m:Message

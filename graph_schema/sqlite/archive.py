@@ -24,7 +24,12 @@ def archived_from_row(row: sqlite3.Row) -> ArchivedRange:
 
 
 def _run(archived: ArchivedRange) -> dict[str, object]:
-    return {"thread_id": archived.thread_id, "first_seq": archived.first_seq, "last_seq": archived.last_seq}
+    return {
+        "partition": archived.partition,
+        "thread_id": archived.thread_id,
+        "first_seq": archived.first_seq,
+        "last_seq": archived.last_seq,
+    }
 
 
 class SqliteArchive(SqliteBase):
@@ -77,7 +82,7 @@ class SqliteArchive(SqliteBase):
 
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
-                params = {**_run(archived), "partition": archived.partition}
+                params = _run(archived)
                 if conn.execute(q.ARCHIVED_RANGE, params).fetchone() is None:
                     raise NotFound("archived range", f"{archived.thread_id}:{archived.first_seq}-{archived.last_seq}")
                 conn.executemany(q.INSERT_MESSAGE, [message_row(message) for message in messages])

@@ -475,8 +475,10 @@ VALUES (:thread_id, :partition, :project, :created_at, :updated_at)
 RESTORE_GROW_THREAD = """
 UPDATE threads SET message_count = message_count + :added, tokens = tokens + :tokens,
     updated_at = max(updated_at, :updated_at), project = COALESCE(project, :project)
-WHERE id = :thread_id
+WHERE partition = :partition AND id = :thread_id
 """
+#: Which of these message ids are stored (ids are unique across every thread).
+STORED_MESSAGE_IDS = f"SELECT id FROM messages WHERE id IN {IN_IDS}"
 RESTORE_FACT = """
 INSERT INTO facts (id, partition, project, text, kind, subject, thread_id, created_at, valid_until)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -487,7 +489,7 @@ READ_EMBEDDINGS = f"SELECT node_id, model, vector FROM embeddings WHERE node_id 
 
 # -- archiving: runs of messages moved to archive files, and back --------------------------
 
-_ARCHIVED_RUN = "thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq"
+_ARCHIVED_RUN = "partition = :partition AND thread_id = :thread_id AND seq BETWEEN :first_seq AND :last_seq"
 #: Messages of the run in the live store, and how many of them a summary covers.
 ARCHIVE_RUN_STATE = f"""
 SELECT count(*), count(s.child_id) FROM messages AS m LEFT JOIN summarizes AS s ON s.child_id = m.id
@@ -511,11 +513,13 @@ ARCHIVED_RANGE = f"""
 SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
 WHERE thread_id = :thread_id AND partition = :partition AND first_seq = :first_seq AND last_seq = :last_seq
 """
-DELETE_ARCHIVED_RANGE = "DELETE FROM archived_ranges WHERE thread_id = :thread_id AND first_seq = :first_seq"
+DELETE_ARCHIVED_RANGE = """
+DELETE FROM archived_ranges WHERE partition = :partition AND thread_id = :thread_id AND first_seq = :first_seq
+"""
 #: The archived run a seq range reaches into, if any (expanding a summary over it).
 ARCHIVED_OVERLAP = f"""
 SELECT {ARCHIVED_COLUMNS} FROM archived_ranges
-WHERE thread_id = :thread_id AND first_seq <= :last_seq AND last_seq >= :first_seq
+WHERE partition = :partition AND thread_id = :thread_id AND first_seq <= :last_seq AND last_seq >= :first_seq
 ORDER BY first_seq LIMIT 1
 """
 ARCHIVED_TOTALS = """

@@ -226,12 +226,13 @@ END;
 -- (the export format). The summaries over them, their SUMMARIZES rows and the thread's
 -- counters stay; this row says which file holds the originals and its thread digest.
 CREATE TABLE IF NOT EXISTS archived_ranges (
-    thread_id   TEXT NOT NULL REFERENCES threads (id),
+    thread_id   TEXT NOT NULL,
     partition   TEXT NOT NULL,
     first_seq   INTEGER NOT NULL,
     last_seq    INTEGER NOT NULL,
     path        TEXT NOT NULL,
     digest      TEXT NOT NULL,
     archived_at TEXT NOT NULL,
-    PRIMARY KEY (thread_id, first_seq)
+    PRIMARY KEY (partition, thread_id, first_seq),
+    FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id)
 ) WITHOUT ROWID;

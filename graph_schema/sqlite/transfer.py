@@ -39,7 +39,7 @@ class SqliteTransfer(SqliteBase):
 
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
-                row = conn.execute(q.THREAD, {"thread_id": thread.id, "partition": None}).fetchone()
+                row = conn.execute(q.THREAD, {"thread_id": thread.id, "partition": thread.partition}).fetchone()
                 if row is None:
                     conn.execute(
                         q.RESTORE_THREAD,
@@ -49,12 +49,10 @@ class SqliteTransfer(SqliteBase):
                         },
                     )  # fmt: skip
                     stored = 0
-                elif row["partition"] != thread.partition:
-                    raise Conflict(f"thread id {thread.id!r} is already used by another partition")
                 else:
                     stored = row["message_count"]
                 ids = ids_json([message.id for message in messages])
-                existing = {found[0] for found in conn.execute(q.EXISTING_MESSAGE_IDS, {"ids": ids})}
+                existing = {found[0] for found in conn.execute(q.STORED_MESSAGE_IDS, {"ids": ids})}
                 fresh = restored_messages(thread, messages, stored, existing)
                 conn.executemany(q.INSERT_MESSAGE, [message_row(message) for message in fresh])
                 conn.execute(
@@ -62,7 +60,7 @@ class SqliteTransfer(SqliteBase):
                     {
                         "added": len(fresh), "tokens": sum(message.tokens for message in fresh),
                         "updated_at": stored_time(thread.updated_at), "project": thread.project,
-                        "thread_id": thread.id,
+                        "thread_id": thread.id, "partition": thread.partition,
                     },
                 )  # fmt: skip
             return len(fresh)
@@ -115,7 +113,12 @@ class SqliteTransfer(SqliteBase):
                     )
                     if summary.level == 1:
                         conn.execute(
-                            q.COVER_MESSAGES, {"covered": len(summary.child_ids), "thread_id": summary.thread_id}
+                            q.COVER_MESSAGES,
+                            {
+                                "covered": len(summary.child_ids),
+                                "thread_id": summary.thread_id,
+                                "partition": summary.partition,
+                            },
                         )
                     stored.add(summary.id)
                     written += 1
