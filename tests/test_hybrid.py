@@ -47,7 +47,7 @@ CONVERSATION = {
     "m0": "keeping the Redis sticker, the Redis mug and the Redis poster on the office fridge",
     "m1": "the login page got a new dark theme",
     "m2": "Redis went away for sessions since each restart logged every user out",
-    "m3": "the session store was dropped after people kept getting logged out",
+    "m3": "the login cache was dropped after people kept getting logged out",
     "m4": "the kitchen walls were painted blue last spring",
     "m5": "run the linter before committing",
     "m6": "we deploy the frontend in the morning",

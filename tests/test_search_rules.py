@@ -8,6 +8,9 @@ The rules (docs/architecture.md, "Search rules both stores keep"):
    ``InvalidInput``, on every search, before anything is read.
 4. A query without words returns no hits.
 5. Hits respect partition, thread, kind and time filters (``test_store_contract``).
+6. A word matches its other English forms ("researched" finds "researching"): both
+   stores stem (FTS5 ``porter``, Lucene's English analyzer), and a store made before
+   is re-indexed when opened.
 
 And where the stores meet their own limits: a statement of Palimpsest's own that the
 database refuses is an ``InternalError`` (logged with its detail), never the caller's
@@ -17,10 +20,14 @@ database refuses is an ``InternalError`` (logged with its detail), never the cal
 from __future__ import annotations
 
 import logging
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 
 from palimpsest.graph_schema import identity
+from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.errors import InternalError, InvalidInput
 from palimpsest.graph_schema.models import NewMessage
 from palimpsest.graph_schema.store import MemoryStore
@@ -84,3 +91,50 @@ async def test_our_own_broken_statement_is_an_internal_error_and_logged(
     assert "own" in str(raised.value)
     logged = " ".join(record.getMessage() for record in caplog.records)
     assert ("nowhere" in logged) if backend == "sqlite" else ("SyntaxError" in logged)
+
+
+async def test_a_word_finds_its_other_forms_and_keeps_its_own(store: MemoryStore) -> None:
+    result = await store.append_messages(
+        P,
+        "t",
+        [
+            NewMessage(role="user", content="She was researching adoption agencies", message_id="a"),
+            NewMessage(role="assistant", content="The research paper is done", message_id="b"),
+            NewMessage(role="assistant", content="nothing to see here", message_id="c"),
+        ],
+    )
+    researching, research, _ = result.message_ids
+    assert {hit.id for hit in await store.search_text("researched", partition=P)} == {researching, research}
+    assert {hit.id for hit in await store.search_text("agency", partition=P)} == {researching}
+
+
+async def test_a_sqlite_store_made_with_another_tokenizer_is_reindexed_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = open_store(f"sqlite:///{path}")
+    await store.initialize()
+    first, _ = await fill(store)
+    await store.close()
+    # As a store made before stemming: the same table, tokenized without porter.
+    with closing(sqlite3.connect(path)) as conn:
+        conn.executescript(
+            """
+            DROP TABLE messages_fts;
+            CREATE VIRTUAL TABLE messages_fts USING fts5 (
+                content, content = 'messages', content_rowid = 'pk', tokenize = 'unicode61 remove_diacritics 2'
+            );
+            INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+            """
+        )
+    reopened = open_store(f"sqlite:///{path}")
+    await reopened.initialize()
+    try:
+        assert [hit.id for hit in await reopened.search_text("rotating tokens", partition=P)] == [first]
+        later = [NewMessage(role="user", content="rotated again", message_id="c")]
+        more = await reopened.append_messages(P, "t", later)
+        found = await reopened.search_text("rotate", partition=P)
+        assert {hit.id for hit in found} == {first, *more.message_ids}
+    finally:
+        await reopened.close()
+    with closing(sqlite3.connect(path)) as conn:
+        (definition,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
+    assert "porter" in definition

@@ -398,6 +398,12 @@ MESSAGE_REFS = f"""
 SELECT id, thread_id, partition, seq, role, metadata FROM messages
 WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
 """
+#: An existing table's CREATE statement as SQLite stored it (``fts.upgrade_indexes``).
+TABLE_DEFINITION = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :name"
+#: Drop a full-text table whose definition changed; ``{table}`` is a name from schema.sql.
+DROP_TABLE = "DROP TABLE {table}"
+#: Re-index every row of an external-content FTS5 table from the table it indexes.
+REBUILD_FTS = "INSERT INTO {table} ({table}) VALUES ('rebuild')"
 #: Messages written so far: they are never deleted, so the largest pk is their count.
 MESSAGE_ROWS = "SELECT coalesce(max(pk), 0) FROM messages"
 #: How many of the messages after ``:after`` (a pk) match a full-text query: FTS5 seeks
