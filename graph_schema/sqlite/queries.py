@@ -395,7 +395,7 @@ FROM facts WHERE id IN {IN_IDS}
 
 # -- hybrid search: candidate positions and metadata, never content ----------------------
 MESSAGE_REFS = f"""
-SELECT id, thread_id, partition, seq, role, metadata FROM messages
+SELECT id, thread_id, partition, seq, role, metadata, substr(content, 1, :opening) AS opening FROM messages
 WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
 """
 #: An existing table's CREATE statement as SQLite stored it (``fts.upgrade_indexes``).

@@ -36,6 +36,7 @@ longer stop list, and taking the names out of the text query.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -79,6 +80,9 @@ NO_EMBEDDER = (
 METADATA_VALUE_MAX_CHARS = 64
 #: A metadata value of more words than this is never matched either.
 METADATA_VALUE_MAX_WORDS = 4
+#: ``Speaker: text``: a name of one to four words, the first starting with a letter,
+#: then a colon and a space at the very start of the content.
+_SPEAKER = re.compile(r"\s*([^\W\d_][\w.'-]*(?: [\w.'-]+){0,3}):\s")
 
 
 #: Words a question is made of that say nothing about its topic. Kept short on purpose:
@@ -140,6 +144,27 @@ def names_metadata(metadata: Mapping[str, Any], names: frozenset[str]) -> bool:
     return False
 
 
+def written_speaker(opening: str) -> str | None:
+    """Who speaks in a message written as ``Speaker: text``: the words before the colon.
+
+    At most ``METADATA_VALUE_MAX_WORDS`` words, starting with a letter, then a colon and
+    a space: "Caroline: I went..." gives "Caroline", "Dr. Ada Byrne: yes" gives "Dr. Ada
+    Byrne"; "see https://x" gives nothing.
+    """
+    found = _SPEAKER.match(opening)
+    return found.group(1) if found else None
+
+
+def names_message(ref: MessageRef, names: frozenset[str]) -> bool:
+    """Whether the query names the message's metadata or its written speaker, alike.
+
+    A name counts the same wherever the history put it: ``{"speaker": "Caroline"}`` or
+    content that opens with ``Caroline:``.
+    """
+    speaker = written_speaker(ref.opening)
+    return names_metadata(ref.metadata, names) or (speaker is not None and names_metadata({"speaker": speaker}, names))
+
+
 def fuse(
     text_hits: Sequence[SearchHit],
     vector_hits: Sequence[SearchHit],
@@ -171,7 +196,7 @@ def fuse(
     for node_id in candidates:
         score = weights.text * text_scores.get(node_id, 0.0) + (1 - weights.text) * vector_scores.get(node_id, 0.0)
         ref = by_id.get(node_id)
-        if ref is not None and names_metadata(ref.metadata, names):
+        if ref is not None and names_message(ref, names):
             score += weights.metadata
         base[node_id] = score
     at_position = {(ref.thread_id, ref.seq): base[ref.id] for ref in refs if ref.id in base}
