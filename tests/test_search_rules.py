@@ -22,12 +22,11 @@ from __future__ import annotations
 import logging
 import sqlite3
 from contextlib import closing
-from pathlib import Path
 
 import pytest
 
 from palimpsest.graph_schema import identity
-from palimpsest.graph_schema.backends import open_store
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.errors import InternalError, InvalidInput
 from palimpsest.graph_schema.models import NewMessage
 from palimpsest.graph_schema.store import MemoryStore
@@ -108,26 +107,44 @@ async def test_a_word_finds_its_other_forms_and_keeps_its_own(store: MemoryStore
     assert {hit.id for hit in await store.search_text("agency", partition=P)} == {researching}
 
 
-async def test_a_sqlite_store_made_with_another_tokenizer_is_reindexed_when_opened(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    store = open_store(f"sqlite:///{path}")
+OLD_SQLITE_INDEX = """
+DROP TABLE messages_fts;
+CREATE VIRTUAL TABLE messages_fts USING fts5 (
+    content, content = 'messages', content_rowid = 'pk', tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+"""
+OLD_NEO4J_INDEX = [
+    "DROP INDEX memory_text",
+    "CREATE FULLTEXT INDEX memory_text FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-no-stop-words'}}",
+    "CALL db.awaitIndexes(60)",
+]
+
+
+async def make_text_index_unstemmed(backend: str, store_url: str) -> None:
+    """Turn the store's text index into what it was before stemming (test scaffolding)."""
+    if backend == "sqlite":
+        with closing(sqlite3.connect(store_url.removeprefix("sqlite:///"))) as conn:
+            conn.executescript(OLD_SQLITE_INDEX)
+        return
+    import neo4j
+
+    async with neo4j.AsyncGraphDatabase.driver(store_url, auth=None) as driver:
+        for statement in OLD_NEO4J_INDEX:
+            await driver.execute_query(statement, database_="neo4j")
+
+
+async def test_a_store_made_before_stemming_is_reindexed_when_opened(backend: str, store_url: str) -> None:
+    store = open_store(store_url, Neo4jCredentials())
     await store.initialize()
     first, _ = await fill(store)
     await store.close()
-    # As a store made before stemming: the same table, tokenized without porter.
-    with closing(sqlite3.connect(path)) as conn:
-        conn.executescript(
-            """
-            DROP TABLE messages_fts;
-            CREATE VIRTUAL TABLE messages_fts USING fts5 (
-                content, content = 'messages', content_rowid = 'pk', tokenize = 'unicode61 remove_diacritics 2'
-            );
-            INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
-            """
-        )
-    reopened = open_store(f"sqlite:///{path}")
+    await make_text_index_unstemmed(backend, store_url)
+    reopened = open_store(store_url, Neo4jCredentials())
     await reopened.initialize()
     try:
+        # Unstemmed, neither "rotating" nor "tokens" is a word of "The Refresh-Token rotates hourly".
         assert [hit.id for hit in await reopened.search_text("rotating tokens", partition=P)] == [first]
         later = [NewMessage(role="user", content="rotated again", message_id="c")]
         more = await reopened.append_messages(P, "t", later)
@@ -135,6 +152,3 @@ async def test_a_sqlite_store_made_with_another_tokenizer_is_reindexed_when_open
         assert {hit.id for hit in found} == {first, *more.message_ids}
     finally:
         await reopened.close()
-    with closing(sqlite3.connect(path)) as conn:
-        (definition,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
-    assert "porter" in definition
