@@ -101,6 +101,8 @@ NO_EMBEDDER = (
 METADATA_VALUE_MAX_CHARS = 64
 #: A metadata value of more words than this is never matched either.
 METADATA_VALUE_MAX_WORDS = 4
+#: Words joined by punctuation inside one whitespace-separated chunk.
+_JOINED = re.compile(r"\w[^\w\s]+\w")
 #: ``Speaker: text``: a name of one to four words, the first starting with a letter,
 #: then a colon and a space at the very start of the content.
 _SPEAKER = re.compile(r"\s*([^\W\d_][\w.'-]*(?: [\w.'-]+){0,3}):\s")
@@ -123,11 +125,15 @@ STOP_WORDS = frozenset(
 def text_query(query: str) -> str:
     """The query the text index is asked: its words less stop words.
 
-    A query of stop words only ("what was it?") is kept whole, so it still finds
-    something rather than nothing.
+    A chunk that joins words with punctuation (``vault.hcl``, ``os.path``) is kept whole,
+    since Lucene indexes it as one token. A query of stop words only ("what was it?") is
+    kept whole, so it still finds something rather than nothing.
     """
-    words = identity.words(query)
-    kept = [word for word in words if word.lower() not in STOP_WORDS]
+    kept: list[str] = []
+    for chunk in query.split():
+        meaningful = [word for word in identity.words(chunk) if word.lower() not in STOP_WORDS]
+        if meaningful:
+            kept.append(chunk if _JOINED.search(chunk) else " ".join(meaningful))
     return " ".join(kept) if kept else query
 
 
