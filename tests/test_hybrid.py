@@ -84,6 +84,7 @@ def test_text_query_drops_question_words_but_keeps_a_query_of_nothing_else() -> 
     assert text_query("why did we stop keeping sessions in Redis") == "stop keeping sessions Redis"
     assert text_query("what was it?") == "what was it?"
     assert text_query("where is ops/vault.hcl now?") == "ops/vault.hcl now"
+    assert text_query("What is Caroline's job?") == "Caroline s job"
 
 
 def test_normalised_scores_span_zero_to_one_and_ties_give_one() -> None:

@@ -101,8 +101,9 @@ NO_EMBEDDER = (
 METADATA_VALUE_MAX_CHARS = 64
 #: A metadata value of more words than this is never matched either.
 METADATA_VALUE_MAX_WORDS = 4
-#: Words joined by punctuation inside one whitespace-separated chunk.
-_JOINED = re.compile(r"\w[^\w\s]+\w")
+#: Words joined by punctuation inside one whitespace-separated chunk; not an apostrophe,
+#: which Lucene's English analyzer strips ("Caroline's" is Caroline, counted once).
+_JOINED = re.compile(r"\w[^\w\s'\u2019]+\w")
 #: ``Speaker: text``: a name of one to four words, the first starting with a letter,
 #: then a colon and a space at the very start of the content.
 _SPEAKER = re.compile(r"\s*([^\W\d_][\w.'-]*(?: [\w.'-]+){0,3}):\s")
@@ -126,8 +127,9 @@ def text_query(query: str) -> str:
     """The query the text index is asked: its words less stop words.
 
     A chunk that joins words with punctuation (``vault.hcl``, ``os.path``) is kept whole,
-    since Lucene indexes it as one token. A query of stop words only ("what was it?") is
-    kept whole, so it still finds something rather than nothing.
+    since Lucene indexes it as one token; "Caroline's" gives its words, as any chunk. A
+    query of stop words only ("what was it?") is kept whole, so it still finds something
+    rather than nothing.
     """
     kept: list[str] = []
     for chunk in query.split():
