@@ -37,6 +37,8 @@ in metadata, no dates). SQLite, tuning metadata / content, checking metadata / c
     text mode                    59.7 / 62.0    58.7 / 61.8   (stemmed, no question words)
     hybrid, speaker in content   78.9 / 77.7    73.2 / 71.4   (layout gap 1.4)
     hybrid, metadata names only  79.0 / 74.6    73.2 / 70.4   (before; gap 3.5)
+    Neo4j: text mode             60.2 / 63.0    58.3 / 61.6
+    Neo4j: hybrid                78.2 / 76.8    72.6 / 71.0   (layout gap 1.5)
 
 Text mode went from 54 to 60 with two changes, each measured on both halves: dropping
 question words from its query (+5) and stemming (+3 to +5). With them, a grid on the
