@@ -396,8 +396,13 @@ class EmbeddingTodo(NamedTuple):
 # -- hybrid search: what ranking needs to know about a candidate message ----------------
 
 
+#: Characters of a message's content a `MessageRef` carries.
+REF_OPENING_CHARS = 80
+
+
 class MessageRef(BaseModel):
-    """Where a message sits in its thread and what its metadata says, without its content.
+    """Where a message sits in its thread and what its metadata says, without its content
+    (bar its opening words).
 
     Hybrid search reads these for a few hundred candidates per query: enough to see
     which candidates are neighbours and whose metadata (a speaker, a tool) the query
@@ -410,6 +415,9 @@ class MessageRef(BaseModel):
     seq: int
     role: Role
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: The content's first ``REF_OPENING_CHARS`` characters: where a transcript written
+    #: as ``Speaker: text`` names who speaks, which hybrid ranking reads like metadata.
+    opening: str = ""
 
 
 # -- transfer: a stored vector as export and migrate copy it ----------------------------

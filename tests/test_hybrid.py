@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.identity import estimate_tokens
-from palimpsest.graph_schema.models import MAX_BATCH, MessageRef, NewMessage, NewSummary, SearchHit
+from palimpsest.graph_schema.models import MAX_BATCH, REF_OPENING_CHARS, MessageRef, NewMessage, NewSummary, SearchHit
 from palimpsest.graph_schema.sqlite.store import SqliteStore
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
@@ -37,6 +37,7 @@ from palimpsest.server.retrieval.hybrid import (
     normalised,
     query_names,
     text_query,
+    written_speaker,
 )
 
 P = "claude"
@@ -47,7 +48,7 @@ CONVERSATION = {
     "m0": "keeping the Redis sticker, the Redis mug and the Redis poster on the office fridge",
     "m1": "the login page got a new dark theme",
     "m2": "Redis went away for sessions since each restart logged every user out",
-    "m3": "the session store was dropped after people kept getting logged out",
+    "m3": "the login cache was dropped after people kept getting logged out",
     "m4": "the kitchen walls were painted blue last spring",
     "m5": "run the linter before committing",
     "m6": "we deploy the frontend in the morning",
@@ -82,6 +83,8 @@ def test_text_query_drops_question_words_but_keeps_a_query_of_nothing_else() -> 
     assert text_query("What did Caroline research?") == "Caroline research"
     assert text_query("why did we stop keeping sessions in Redis") == "stop keeping sessions Redis"
     assert text_query("what was it?") == "what was it?"
+    assert text_query("where is ops/vault.hcl now?") == "ops/vault.hcl now"
+    assert text_query("What is Caroline's job?") == "Caroline s job"
 
 
 def test_normalised_scores_span_zero_to_one_and_ties_give_one() -> None:
@@ -109,6 +112,30 @@ def test_a_message_whose_metadata_the_query_names_overtakes_a_better_text_match(
     assert [found.id for found in ranked] == ["caroline", "melanie", "other"]
     plain = fuse(text_hits, vector_hits, refs, "What did Caroline paint?", FusionWeights(metadata=0.0))
     assert [found.id for found in plain] == ["melanie", "caroline", "other"]
+
+
+def test_a_speaker_written_in_the_content_is_read_like_one_in_metadata() -> None:
+    assert written_speaker("Caroline: I went to the class") == "Caroline"
+    assert written_speaker("Dr. Ada Byrne: yes") == "Dr. Ada Byrne"
+    assert written_speaker("see https://example.com: it") is None
+    assert written_speaker("one two three four five: too long for a name") is None
+    text_hits = [hit("melanie", 10.0), hit("caroline", 8.0), hit("other", 1.0)]
+    vector_hits = [hit("melanie", 0.6), hit("caroline", 0.55), hit("other", 0.1)]
+    written = [
+        MessageRef(id=node_id, thread_id="t", partition=P, seq=seq, role="user", opening=opening)
+        for node_id, seq, opening in (
+            ("melanie", 0, "Melanie: I painted"),
+            ("caroline", 5, "Caroline: I painted"),
+            ("other", 9, "We talked about Caroline: she paints"),
+        )
+    ]
+    in_metadata = [ref("melanie", 0, speaker="Melanie"), ref("caroline", 5, speaker="Caroline"), ref("other", 9)]
+    for refs in (written, in_metadata):
+        ranked = fuse(text_hits, vector_hits, refs, "What did Caroline paint?")
+        assert [found.id for found in ranked] == ["caroline", "melanie", "other"]
+    assert [found.score for found in fuse(text_hits, vector_hits, written, "What did Caroline paint?")] == [
+        found.score for found in fuse(text_hits, vector_hits, in_metadata, "What did Caroline paint?")
+    ]
 
 
 def test_a_neighbour_of_a_strong_match_rises_but_only_within_its_thread() -> None:
@@ -144,8 +171,16 @@ async def test_message_refs_give_position_and_metadata_in_the_order_asked(store:
     first, second = appended.message_ids
     refs = await store.message_refs(P, [second, "msg_unknown", first, second, other.message_ids[0]])
     assert refs == [
-        MessageRef(id=second, thread_id="t1", partition=P, seq=1, role="assistant", metadata={}),
-        MessageRef(id=first, thread_id="t1", partition=P, seq=0, role="user", metadata={"speaker": "Caroline", "n": 1}),
+        MessageRef(id=second, thread_id="t1", partition=P, seq=1, role="assistant", metadata={}, opening="second"),
+        MessageRef(
+            id=first,
+            thread_id="t1",
+            partition=P,
+            seq=0,
+            role="user",
+            metadata={"speaker": "Caroline", "n": 1},
+            opening="x" * REF_OPENING_CHARS,
+        ),
     ]
     everywhere = await store.message_refs(None, [other.message_ids[0]])
     assert [(found.partition, found.thread_id, found.seq) for found in everywhere] == [("codex", "t2", 0)]
@@ -172,8 +207,9 @@ async def test_hybrid_ranks_first_the_message_with_both_the_keyword_and_the_mean
     assert [found.score for found in hybrid.hits] == sorted((found.score for found in hybrid.hits), reverse=True)
 
 
+@pytest.mark.parametrize("layout", ["metadata", "content"])
 async def test_hybrid_ranks_what_the_named_speaker_said_first(
-    store: MemoryStore, minilm: SentenceTransformerEmbedder
+    store: MemoryStore, minilm: SentenceTransformerEmbedder, layout: str
 ) -> None:
     sessions = {
         "session-1": [
@@ -194,6 +230,8 @@ async def test_hybrid_ranks_what_the_named_speaker_said_first(
     for thread_id, turns in sessions.items():
         messages = [
             NewMessage(role="user", content=text, message_id=f"{thread_id}:{index}", metadata={"speaker": speaker})
+            if layout == "metadata"
+            else NewMessage(role="user", content=f"{speaker}: {text}", message_id=f"{thread_id}:{index}")
             for index, (speaker, text) in enumerate(turns)
         ]
         await store.append_messages(P, thread_id, messages)
@@ -201,8 +239,9 @@ async def test_hybrid_ranks_what_the_named_speaker_said_first(
     question = "Which class did Caroline go to?"
     found = await grep_memories(store, question, partition=P, mode="hybrid", embedder=minilm)
     assert found.hits[0].source_id == "session-1:0", "Caroline's own turn about a class, not Melanie's"
-    blind = await hybrid_search(store, minilm, question, partition=P, weights=FusionWeights(metadata=0.0))
-    assert blind[0].source_id != "session-1:0", "without the speaker, another turn wins"
+    if layout == "metadata":  # the content layout's vectors read the name themselves
+        blind = await hybrid_search(store, minilm, question, partition=P, weights=FusionWeights(metadata=0.0))
+        assert blind[0].source_id != "session-1:0", "without the speaker, another turn wins"
 
 
 async def test_hybrid_hits_carry_covered_by_and_respect_filters(

@@ -8,6 +8,9 @@ The rules (docs/architecture.md, "Search rules both stores keep"):
    ``InvalidInput``, on every search, before anything is read.
 4. A query without words returns no hits.
 5. Hits respect partition, thread, kind and time filters (``test_store_contract``).
+6. A word matches its other English forms ("researched" finds "researching"): both
+   stores stem (FTS5 ``porter``, Lucene's English analyzer), and a store made before
+   is re-indexed when opened.
 
 And where the stores meet their own limits: a statement of Palimpsest's own that the
 database refuses is an ``InternalError`` (logged with its detail), never the caller's
@@ -17,10 +20,13 @@ database refuses is an ``InternalError`` (logged with its detail), never the cal
 from __future__ import annotations
 
 import logging
+import sqlite3
+from contextlib import closing
 
 import pytest
 
 from palimpsest.graph_schema import identity
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.errors import InternalError, InvalidInput
 from palimpsest.graph_schema.models import NewMessage
 from palimpsest.graph_schema.store import MemoryStore
@@ -84,3 +90,65 @@ async def test_our_own_broken_statement_is_an_internal_error_and_logged(
     assert "own" in str(raised.value)
     logged = " ".join(record.getMessage() for record in caplog.records)
     assert ("nowhere" in logged) if backend == "sqlite" else ("SyntaxError" in logged)
+
+
+async def test_a_word_finds_its_other_forms_and_keeps_its_own(store: MemoryStore) -> None:
+    result = await store.append_messages(
+        P,
+        "t",
+        [
+            NewMessage(role="user", content="She was researching adoption agencies", message_id="a"),
+            NewMessage(role="assistant", content="The research paper is done", message_id="b"),
+            NewMessage(role="assistant", content="nothing to see here", message_id="c"),
+        ],
+    )
+    researching, research, _ = result.message_ids
+    assert {hit.id for hit in await store.search_text("researched", partition=P)} == {researching, research}
+    assert {hit.id for hit in await store.search_text("agency", partition=P)} == {researching}
+
+
+OLD_SQLITE_INDEX = """
+DROP TABLE messages_fts;
+CREATE VIRTUAL TABLE messages_fts USING fts5 (
+    content, content = 'messages', content_rowid = 'pk', tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+"""
+OLD_NEO4J_INDEX = [
+    "DROP INDEX memory_text",
+    "CREATE FULLTEXT INDEX memory_text FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-no-stop-words'}}",
+    "CALL db.awaitIndexes(60)",
+]
+
+
+async def make_text_index_unstemmed(backend: str, store_url: str) -> None:
+    """Turn the store's text index into what it was before stemming (test scaffolding)."""
+    if backend == "sqlite":
+        with closing(sqlite3.connect(store_url.removeprefix("sqlite:///"))) as conn:
+            conn.executescript(OLD_SQLITE_INDEX)
+        return
+    import neo4j
+
+    async with neo4j.AsyncGraphDatabase.driver(store_url, auth=None) as driver:
+        for statement in OLD_NEO4J_INDEX:
+            await driver.execute_query(statement, database_="neo4j")
+
+
+async def test_a_store_made_before_stemming_is_reindexed_when_opened(backend: str, store_url: str) -> None:
+    store = open_store(store_url, Neo4jCredentials())
+    await store.initialize()
+    first, _ = await fill(store)
+    await store.close()
+    await make_text_index_unstemmed(backend, store_url)
+    reopened = open_store(store_url, Neo4jCredentials())
+    await reopened.initialize()
+    try:
+        # Unstemmed, neither "rotating" nor "tokens" is a word of "The Refresh-Token rotates hourly".
+        assert [hit.id for hit in await reopened.search_text("rotating tokens", partition=P)] == [first]
+        later = [NewMessage(role="user", content="rotated again", message_id="c")]
+        more = await reopened.append_messages(P, "t", later)
+        found = await reopened.search_text("rotate", partition=P)
+        assert {hit.id for hit in found} == {first, *more.message_ids}
+    finally:
+        await reopened.close()

@@ -552,10 +552,13 @@ async def test_better_match_ranks_first(store: MemoryStore) -> None:
     assert hits[0].score > hits[1].score
 
 
-async def test_sqlite_message_holding_every_word_ranks_above_one_word_matches(tmp_path: Path) -> None:
-    # SQLite only: it searches for rows holding every word first, then fills in with rows
-    # holding any word; Neo4j's Lucene ranks all of them together by BM25, where a short
-    # message repeating one rare word can outscore the one answering the whole question.
+async def test_sqlite_ranks_every_hit_by_bm25_and_keeps_old_all_word_rows_past_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite only: it ranks at most the newest MATCH_CANDIDATES matches of a query, so
+    # it also asks for rows holding every word, whose best stay in view past that cap;
+    # the union is ranked by BM25 alone, as Lucene ranks Neo4j's.
+    monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.MATCH_CANDIDATES", 3)
     store = SqliteStore(str(tmp_path / "memory.db"))
     await store.initialize()
     try:
@@ -563,16 +566,17 @@ async def test_sqlite_message_holding_every_word_ranks_above_one_word_matches(tm
             store,
             "t",
             [
-                "kafka kafka kafka kafka",
-                "zookeeper zookeeper zookeeper",
                 "our kafka cluster needs a zookeeper quorum before the controller election can run",
-                *(f"filler message number {i} about deployments" for i in range(6)),
+                "kafka kafka kafka kafka",
+                *(f"filler message number {i} about kafka deployments" for i in range(6)),
             ],
         )
-        hits = await store.search_text("kafka zookeeper", partition=P)
+        hits = await store.search_text("kafka zookeeper", partition=P, limit=3)
         assert hits[0].snippet.startswith("our kafka cluster")
-        assert sorted(hit.snippet for hit in hits[1:]) == ["kafka kafka kafka kafka", "zookeeper zookeeper zookeeper"]
-        assert len(await store.search_text("kafka zookeeper", partition=P, limit=1)) == 1
+        assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+        assert "kafka kafka kafka kafka" not in [hit.snippet for hit in hits], "older than the 3 newest matches"
+        everything = await store.search_text("kafka zookeeper", partition=P, limit=20)
+        assert everything[0] == hits[0] and len(everything) == 8, "the cap grows with the hits asked for"
     finally:
         await store.close()
 

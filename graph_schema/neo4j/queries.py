@@ -24,6 +24,7 @@ from palimpsest.graph_schema import identity
 #: At most this many terms of a search reach Lucene (its clause limit is 1024).
 MAX_QUERY_TERMS = 64
 _ALNUM = re.compile(r"[^\W_]")
+_ANALYZER = re.compile(r"`fulltext\.analyzer`: '([\w-]+)'")
 
 
 def schema_statements() -> list[str]:
@@ -31,6 +32,15 @@ def schema_statements() -> list[str]:
     text = resources.files(__package__).joinpath("schema.cypher").read_text("utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("//")]
     return [stmt.strip() for stmt in "\n".join(lines).split(";") if stmt.strip()]
+
+
+def text_analyzer() -> str:
+    """The Lucene analyzer ``schema.cypher`` gives the ``memory_text`` index."""
+    for statement in schema_statements():
+        found = _ANALYZER.search(statement)
+        if "memory_text" in statement and found:
+            return found.group(1)
+    raise LookupError("schema.cypher names no analyzer for memory_text")
 
 
 def lucene_query(text: str) -> str | None:
@@ -78,6 +88,14 @@ WHERE $partition IS NULL OR t.partition = $partition
 """
 
 AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
+#: The analyzer the full-text index was made with (none when there is no index yet).
+TEXT_INDEX_ANALYZER: LiteralString = """
+SHOW FULLTEXT INDEXES YIELD name, options WHERE name = 'memory_text'
+RETURN options.indexConfig['fulltext.analyzer'] AS analyzer
+"""
+#: Drop the full-text index so the schema makes it anew (its analyzer changed); Neo4j
+#: then indexes every node again in the background, and AWAIT_INDEXES waits for it.
+DROP_TEXT_INDEX: LiteralString = "DROP INDEX memory_text IF EXISTS"
 
 # -- threads and messages ----------------------------------------------------------
 
@@ -738,7 +756,7 @@ MESSAGE_REFS: LiteralString = """
 UNWIND $ids AS id
 MATCH (m:Message {id: id})
 WHERE $partition IS NULL OR m.partition = $partition
-RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata]) AS refs
+RETURN collect([m.id, m.thread_id, m.partition, m.seq, m.role, m.metadata, left(m.content, $opening)]) AS refs
 """
 
 # -- transfer: records written exactly as another store held them -------------------------

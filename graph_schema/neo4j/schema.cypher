@@ -26,8 +26,10 @@ CREATE RANGE INDEX summary_thread_level IF NOT EXISTS FOR (s:Summary) ON (s.thre
 CREATE RANGE INDEX thread_partition IF NOT EXISTS FOR (t:Thread) ON (t.partition);
 
 // One Lucene index over every searchable text: message content, summary and fact text.
+// Words are stemmed (Lucene's English analyzer: "researching" finds "research"); an
+// index made with another analyzer is dropped and rebuilt by initialize().
 CREATE FULLTEXT INDEX memory_text IF NOT EXISTS FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text]
-OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-no-stop-words'}};
+OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}};
 
 // Maintenance: a lease per background job or thread being compacted (MERGE on the
 // unique name makes concurrent takers meet on one node), and the cycles jobs ran.

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import neo4j
-from neo4j import AsyncGraphDatabase, AsyncManagedTransaction
+from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction
 from neo4j import exceptions as neo4j_errors
 
 from palimpsest.graph_schema import identity
@@ -131,6 +131,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
                 await driver.verify_connectivity()
             except ValueError as exc:  # an address the driver can only resolve now
                 raise InvalidInput(f"cannot use Neo4j URI {self._uri!r}: {exc}") from exc
+            await self._drop_stale_text_index(driver)
             for statement in q.schema_statements():
                 try:
                     # Trusted package data, not user input: the one non-literal query.
@@ -140,6 +141,16 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
                     if _SCHEMA_ALREADY_THERE not in (exc.code or ""):
                         raise
         await self._query(q.AWAIT_INDEXES)
+
+    async def _drop_stale_text_index(self, driver: AsyncDriver) -> None:
+        """Drop ``memory_text`` when it was made with another analyzer than the schema's.
+
+        ``CREATE ... IF NOT EXISTS`` would keep the old index, whose words then differ
+        from the stemmed query's; the schema statement that follows makes it anew.
+        """
+        found, _, _ = await driver.execute_query(q.TEXT_INDEX_ANALYZER, database_=self._credentials.database)
+        if found and found[0]["analyzer"] != q.text_analyzer():
+            await driver.execute_query(q.DROP_TEXT_INDEX, database_=self._credentials.database)
 
     async def close(self) -> None:
         """Close the driver and its connections; a second call does nothing."""

@@ -15,7 +15,14 @@ from datetime import datetime
 from typing import Any
 
 from palimpsest.graph_schema.errors import Conflict
-from palimpsest.graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, MessageRef, SearchHit, SearchKind
+from palimpsest.graph_schema.models import (
+    MAX_EMBED_CHARS,
+    REF_OPENING_CHARS,
+    EmbeddingTodo,
+    MessageRef,
+    SearchHit,
+    SearchKind,
+)
 from palimpsest.graph_schema.neo4j import queries as q
 from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, native
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, unique_ids
@@ -153,12 +160,12 @@ class Neo4jVectors(Neo4jBase):
         wanted = unique_ids("message", message_ids)
         if not wanted:
             return []
-        (row,) = await self._query(q.MESSAGE_REFS, ids=wanted, partition=partition)
+        (row,) = await self._query(q.MESSAGE_REFS, ids=wanted, partition=partition, opening=REF_OPENING_CHARS)
         found = {
             node_id: MessageRef(
                 id=node_id, thread_id=thread_id, partition=where, seq=seq, role=role,
-                metadata=json.loads(metadata or "{}"),
+                metadata=json.loads(metadata or "{}"), opening=opening or "",
             )
-            for node_id, thread_id, where, seq, role, metadata in row["refs"]
+            for node_id, thread_id, where, seq, role, metadata, opening in row["refs"]
         }  # fmt: skip
         return [found[message_id] for message_id in wanted if message_id in found]

@@ -204,8 +204,11 @@ SEARCH_FACTS = _ranked_search(
 )  # fmt: skip
 #: Rows each full-text query ranks at most (or the hits asked for, if more): the newest
 #: that match. Every match is ranked while a query has fewer; past it, bm25 orders the
-#: newest this many.
-MATCH_CANDIDATES = 2000
+#: newest this many. Every search now runs two such queries (all words, any word), so
+#: 1000 rather than 2000 keeps text p95 where one query at 2000 was (bench/search_speed.py
+#: at 100k: 26 ms against 46 ms at 2000); LoCoMo conversations (under 700 messages) are
+#: ranked exactly either way.
+MATCH_CANDIDATES = 1000
 SEARCHES: dict[str, str] = {
     "message": SEARCH_MESSAGES,
     "summary": SEARCH_SUMMARIES,
@@ -407,9 +410,15 @@ FROM facts WHERE id IN {IN_IDS}
 
 # -- hybrid search: candidate positions and metadata, never content ----------------------
 MESSAGE_REFS = f"""
-SELECT id, thread_id, partition, seq, role, metadata FROM messages
+SELECT id, thread_id, partition, seq, role, metadata, substr(content, 1, :opening) AS opening FROM messages
 WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
 """
+#: An existing table's CREATE statement as SQLite stored it (``fts.upgrade_indexes``).
+TABLE_DEFINITION = "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = :name"
+#: Drop a full-text table whose definition changed; ``{table}`` is a name from schema.sql.
+DROP_TABLE = "DROP TABLE {table}"
+#: Re-index every row of an external-content FTS5 table from the table it indexes.
+REBUILD_FTS = "INSERT INTO {table} ({table}) VALUES ('rebuild')"
 #: Messages written so far: they are never deleted, so the largest pk is their count.
 MESSAGE_ROWS = "SELECT coalesce(max(pk), 0) FROM messages"
 #: How many of the messages after ``:after`` (a pk) match a full-text query: FTS5 seeks

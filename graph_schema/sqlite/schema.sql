@@ -133,9 +133,12 @@ CREATE TABLE IF NOT EXISTS fact_layer (
 -- Full text: external-content FTS5 tables (the text is stored once, in the tables above)
 -- kept in sync by triggers. Messages and summaries are immutable, so inserts are the
 -- only change to follow; facts may be cleared (`kg clear`), so deletes are followed too.
+-- Words are stemmed (porter: "researching" finds "research"; measured in
+-- server/retrieval/hybrid.py); a store made with another tokenizer is re-indexed when
+-- opened (fts.py).
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5 (
     content, content = 'messages', content_rowid = 'pk',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'porter unicode61 remove_diacritics 2'
 );
 
 CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
@@ -144,7 +147,7 @@ END;
 
 CREATE VIRTUAL TABLE IF NOT EXISTS summaries_fts USING fts5 (
     text, content = 'summaries', content_rowid = 'pk',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'porter unicode61 remove_diacritics 2'
 );
 
 CREATE TRIGGER IF NOT EXISTS summaries_fts_insert AFTER INSERT ON summaries BEGIN
@@ -153,7 +156,7 @@ END;
 
 CREATE VIRTUAL TABLE IF NOT EXISTS facts_fts USING fts5 (
     text, content = 'facts', content_rowid = 'pk',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'porter unicode61 remove_diacritics 2'
 );
 
 CREATE TRIGGER IF NOT EXISTS facts_fts_insert AFTER INSERT ON facts BEGIN

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from palimpsest.graph_schema.errors import Conflict
-from palimpsest.graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, MessageRef, SearchHit, SearchKind
+from palimpsest.graph_schema.models import (
+    MAX_EMBED_CHARS,
+    REF_OPENING_CHARS,
+    EmbeddingTodo,
+    MessageRef,
+    SearchHit,
+    SearchKind,
+)
 from palimpsest.graph_schema.prepare import check_kinds, unique_ids
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, page_limit, transaction
@@ -210,11 +217,12 @@ class SqliteVectors(SqliteBase):
             return []
 
         def read(conn: sqlite3.Connection) -> list[MessageRef]:
-            rows = conn.execute(q.MESSAGE_REFS, {"ids": ids_json(wanted), "partition": partition})
+            asked = {"ids": ids_json(wanted), "partition": partition, "opening": REF_OPENING_CHARS}
+            rows = conn.execute(q.MESSAGE_REFS, asked)
             found = {
                 row["id"]: MessageRef(
                     id=row["id"], thread_id=row["thread_id"], partition=row["partition"], seq=row["seq"],
-                    role=row["role"], metadata=json.loads(row["metadata"]),
+                    role=row["role"], metadata=json.loads(row["metadata"]), opening=row["opening"],
                 )
                 for row in rows
             }  # fmt: skip

@@ -1,6 +1,9 @@
 """Searching a partition's memory by words, by pattern or by meaning, for ``grep_memories``.
 
-Text mode is the store's full-text index. Semantic mode embeds the query with the
+Text mode is the store's full-text index, asked for the query's words less question
+and function words ("what", "did", "the": `palimpsest.server.retrieval.hybrid.text_query`),
+which match almost every message and pull short chatty ones up; keeping them measured
+5 points below plain BM25 on LoCoMo. Semantic mode embeds the query with the
 server's embedder and asks the store for the nearest vectors (`MemoryStore.vector_search`).
 Regex mode is here because no index answers a regular expression: it matches messages
 and summaries in process with the ``regex`` package, whose ``timeout=`` bounds every
@@ -31,7 +34,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.embedding import query_vector
 from palimpsest.server.retrieval.hybrid import NO_EMBEDDER as HYBRID_NO_EMBEDDER
-from palimpsest.server.retrieval.hybrid import hybrid_search
+from palimpsest.server.retrieval.hybrid import hybrid_search, text_query
 
 GrepMode = Literal["text", "regex", "semantic", "hybrid"]
 
@@ -157,8 +160,9 @@ async def grep_memories(
         )  # fmt: skip
         return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
     found = await store.search_text(
-        query, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
-    )
+        text_query(query), partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until,
+        limit=limit,
+    )  # fmt: skip
     return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
 
 
