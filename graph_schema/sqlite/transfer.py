@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 from collections.abc import Sequence
-
-import numpy as np
 
 from palimpsest.graph_schema.errors import Conflict, NotFound
 from palimpsest.graph_schema.models import Fact, Message, StoredVector, Summary, Thread
 from palimpsest.graph_schema.prepare import restored_messages
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, stored_time, transaction
+
+
+def _floats(blob: bytes) -> list[float]:
+    """A stored vector (little-endian float32) as numbers; struct, not numpy, which the hook path never loads."""
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
 
 
 def message_row(message: Message) -> tuple[object, ...]:
@@ -166,7 +170,7 @@ class SqliteTransfer(SqliteBase):
         def read(conn: sqlite3.Connection) -> list[StoredVector]:
             rows = {row[0]: row for row in conn.execute(q.READ_EMBEDDINGS, {"ids": ids_json(node_ids)})}
             return [
-                StoredVector(node_id, rows[node_id][1], np.frombuffer(rows[node_id][2], dtype="<f4").tolist())
+                StoredVector(node_id, rows[node_id][1], _floats(rows[node_id][2]))
                 for node_id in dict.fromkeys(node_ids)
                 if node_id in rows
             ]
