@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -185,6 +186,11 @@ def test_cli_archive_expand_doctor_restore(tmp_path: Path) -> None:
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
     assert (rows["archived"], rows["archive files"], rows["messages"]) == ("8", "1", "12")
     assert rows["size on disk"].endswith(" MB")
+    code, out, _ = run("status", "--json")
+    assert code == 0 and (json.loads(out)["store"]["archived_messages"], json.loads(out)["store"]["archived_runs"]) == (
+        8,
+        1,
+    )
     code, out, _ = run("restore", str(path))
     assert code == 0 and "restored 8 messages of 1 threads" in out
     assert run("doctor")[0] == 0

@@ -61,6 +61,8 @@ class StoreStatus(BaseModel):
     size_bytes: int | None = Field(description="Bytes on disk (SQLite file and journal); null where not cheap.")
     threads: int = 0
     messages: int = 0
+    archived_messages: int = Field(0, description="Messages moved to archive files (`palimpsest archive`).")
+    archived_runs: int = Field(0, description="Archive files those messages are in.")
     backlog: int = 0
     error: str | None = Field(None, description="Why the store could not be read; the wiring is still shown.")
 
@@ -111,6 +113,7 @@ async def fill_from_store(status: Status, store: MemoryStore, compaction: Compac
     floor = backlog_floor(compaction)
     totals = await store.stats(None)
     status.store.threads, status.store.messages = totals.threads, totals.messages
+    status.store.archived_messages, status.store.archived_runs = totals.archived_messages, totals.archived_runs
     pending = await store.compaction_candidates(None, min_uncovered=floor, limit=BACKLOG_LIMIT)
     status.store.backlog = len(pending)
     for item in status.agents:

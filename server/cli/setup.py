@@ -213,6 +213,8 @@ def _status_table(result: Status) -> Table:
     if not store.exists:
         size = "no file yet"
     counts = f"{store.threads} threads, {store.messages} messages, {store.backlog} waiting for compaction"
+    if store.archived_messages:
+        counts += f", {store.archived_messages} archived in {store.archived_runs} files"
     table = Table(title=f"store {store.kind} {store.uri} ({size}; {'could not be read' if store.error else counts})")
     for column in ("agent", "wired", "messages", "last capture (UTC)", "backlog"):
         right = column in {"messages", "backlog"}
