@@ -9,7 +9,7 @@ itself, and the per-thread counters answer backlog questions in O(1).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
@@ -69,6 +69,38 @@ def _frontier(conn: sqlite3.Connection, partition: str, thread_id: str) -> list[
     return items
 
 
+def refuse_covered(conn: sqlite3.Connection, scope: Mapping[str, object]) -> None:
+    """Raises Conflict when a child of ``scope["ids"]`` is already under a summary (invariant 2)."""
+    covered = conn.execute(q.ALREADY_COVERED, scope).fetchone()
+    if covered is not None:
+        raise Conflict(f"{covered[0]} is already covered by summary {covered[1]}")
+
+
+def insert_summary(conn: sqlite3.Connection, summary: Summary) -> None:
+    """Write a summary, its ordered edges and, for an L1, its thread's covered count.
+
+    One writer for both ways a summary arrives (compaction derives it, a transfer copies
+    it), inside the caller's transaction, so the two cannot store it differently.
+    """
+    conn.execute(
+        q.INSERT_SUMMARY,
+        (
+            summary.id, summary.thread_id, summary.partition, summary.level, summary.text,
+            summary.tokens, summary.source_tokens, summary.first_seq, summary.last_seq,
+            stored_time(summary.earliest_at), stored_time(summary.latest_at), summary.message_count,
+            summary.digest, summary.summarizer, stored_time(summary.created_at),
+        ),
+    )  # fmt: skip
+    conn.executemany(
+        q.INSERT_EDGE, [(summary.id, child_id, position) for position, child_id in enumerate(summary.child_ids)]
+    )
+    if summary.level == 1:
+        conn.execute(
+            q.COVER_MESSAGES,
+            {"covered": len(summary.child_ids), "thread_id": summary.thread_id, "partition": summary.partition},
+        )
+
+
 class SqliteDag(SqliteBase):
     """The summary DAG verbs, apart because compaction and expansion are one concern with their own tables."""
 
@@ -117,27 +149,9 @@ class SqliteDag(SqliteBase):
             for child_id in new.child_ids:
                 if child_id not in found:
                     raise NotFound("message" if new.level == 1 else "summary", child_id)
-            covered = conn.execute(q.ALREADY_COVERED, scope).fetchone()
-            if covered is not None:
-                raise Conflict(f"{covered[0]} is already covered by summary {covered[1]}")
+            refuse_covered(conn, scope)
             summary = derive_summary(new, [found[child_id] for child_id in new.child_ids], utcnow())
-            conn.execute(
-                q.INSERT_SUMMARY,
-                (
-                    summary.id, summary.thread_id, summary.partition, summary.level, summary.text,
-                    summary.tokens, summary.source_tokens, summary.first_seq, summary.last_seq,
-                    stored_time(summary.earliest_at), stored_time(summary.latest_at), summary.message_count,
-                    summary.digest, summary.summarizer, stored_time(summary.created_at),
-                ),
-            )  # fmt: skip
-            conn.executemany(
-                q.INSERT_EDGE, [(summary.id, child_id, position) for position, child_id in enumerate(new.child_ids)]
-            )
-            if summary.level == 1:
-                conn.execute(
-                    q.COVER_MESSAGES,
-                    {"covered": len(new.child_ids), "thread_id": new.thread_id, "partition": new.partition},
-                )
+            insert_summary(conn, summary)
         return summary
 
     async def get_summary(self, partition: str | None, summary_id: str) -> Summary:

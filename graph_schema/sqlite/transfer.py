@@ -13,11 +13,12 @@ import sqlite3
 import struct
 from collections.abc import Sequence
 
-from palimpsest.graph_schema.errors import Conflict, NotFound
+from palimpsest.graph_schema.errors import NotFound
 from palimpsest.graph_schema.models import Fact, Message, StoredVector, Summary, Thread
 from palimpsest.graph_schema.prepare import restored_messages
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, stored_time, transaction
+from palimpsest.graph_schema.sqlite.dag import insert_summary, refuse_covered
 
 
 def _floats(blob: bytes) -> list[float]:
@@ -99,31 +100,8 @@ class SqliteTransfer(SqliteBase):
                     for child_id in summary.child_ids:
                         if child_id not in found:
                             raise NotFound("message" if summary.level == 1 else "summary", child_id)
-                    covered = conn.execute(q.ALREADY_COVERED, scope).fetchone()
-                    if covered is not None:
-                        raise Conflict(f"{covered[0]} is already covered by summary {covered[1]}")
-                    conn.execute(
-                        q.INSERT_SUMMARY,
-                        (
-                            summary.id, summary.thread_id, summary.partition, summary.level, summary.text,
-                            summary.tokens, summary.source_tokens, summary.first_seq, summary.last_seq,
-                            stored_time(summary.earliest_at), stored_time(summary.latest_at), summary.message_count,
-                            summary.digest, summary.summarizer, stored_time(summary.created_at),
-                        ),
-                    )  # fmt: skip
-                    conn.executemany(
-                        q.INSERT_EDGE,
-                        [(summary.id, child_id, position) for position, child_id in enumerate(summary.child_ids)],
-                    )
-                    if summary.level == 1:
-                        conn.execute(
-                            q.COVER_MESSAGES,
-                            {
-                                "covered": len(summary.child_ids),
-                                "thread_id": summary.thread_id,
-                                "partition": summary.partition,
-                            },
-                        )
+                    refuse_covered(conn, scope)
+                    insert_summary(conn, summary)
                     stored.add(summary.id)
                     written += 1
             return written
