@@ -26,6 +26,7 @@ from palimpsest.graph_schema.models import (
     MAX_BATCH,
     MAX_MESSAGE_BYTES,
     MAX_NAME_CHARS,
+    ArchivedRange,
     Fact,
     Message,
     NewFact,
@@ -363,3 +364,15 @@ def restored_messages(thread: Thread, messages: Sequence[Message], stored: int, 
             )
         fresh.append(message)
     return fresh
+
+
+def check_archived_run(archived: ArchivedRange, messages: Sequence[Message]) -> None:
+    """Raises InvalidInput unless ``messages`` are exactly the archived run: its thread, every seq, in order."""
+    expected = list(range(archived.first_seq, archived.last_seq + 1))
+    if [message.seq for message in messages] != expected or any(
+        (m.thread_id, m.partition) != (archived.thread_id, archived.partition) for m in messages
+    ):
+        raise InvalidInput(
+            f"the messages given are not seq {archived.first_seq}-{archived.last_seq} "
+            f"of thread {archived.thread_id!r}, in order"
+        )

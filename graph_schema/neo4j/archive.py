@@ -19,6 +19,7 @@ from palimpsest.graph_schema.models import ArchivedRange, Message
 from palimpsest.graph_schema.neo4j import queries as q
 from palimpsest.graph_schema.neo4j.base import Neo4jBase, plain_props
 from palimpsest.graph_schema.neo4j.transfer import message_row
+from palimpsest.graph_schema.prepare import check_archived_run
 
 
 def archived_from_record(raw: dict[str, object]) -> ArchivedRange:
@@ -58,14 +59,7 @@ class Neo4jArchive(Neo4jBase):
 
     async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
         """Turn the run's stubs back into the messages, exactly, and delete its record."""
-        expected = list(range(archived.first_seq, archived.last_seq + 1))
-        if [message.seq for message in messages] != expected or any(
-            (m.thread_id, m.partition) != (archived.thread_id, archived.partition) for m in messages
-        ):
-            raise InvalidInput(
-                f"the messages given are not seq {archived.first_seq}-{archived.last_seq} "
-                f"of thread {archived.thread_id!r}, in order"
-            )
+        check_archived_run(archived, messages)
 
         async def work(tx: AsyncManagedTransaction) -> int:
             rows = await self._run(

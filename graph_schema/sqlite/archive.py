@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from palimpsest.graph_schema.errors import InvalidInput, NotFound
 from palimpsest.graph_schema.models import ArchivedRange, Message
+from palimpsest.graph_schema.prepare import check_archived_run
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import SqliteBase, require_thread, stored_time, transaction
 from palimpsest.graph_schema.sqlite.transfer import message_row
@@ -71,14 +72,7 @@ class SqliteArchive(SqliteBase):
 
     async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
         """Insert the run's rows again (the FTS trigger indexes them) and drop its record."""
-        expected = list(range(archived.first_seq, archived.last_seq + 1))
-        if [message.seq for message in messages] != expected or any(
-            (m.thread_id, m.partition) != (archived.thread_id, archived.partition) for m in messages
-        ):
-            raise InvalidInput(
-                f"the messages given are not seq {archived.first_seq}-{archived.last_seq} "
-                f"of thread {archived.thread_id!r}, in order"
-            )
+        check_archived_run(archived, messages)
 
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
