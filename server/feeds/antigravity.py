@@ -27,13 +27,12 @@ from typing import Any
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Role
-from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, additional_context, hook_message, text_field
+from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, answer_session_start, hook_message, text_field
 from palimpsest.server.feeds.steps import parse_steps
 from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, ReadState, project_from_cwd
 
 AGENT = "antigravity"
 SOURCE = "antigravity"
-RESUMING = frozenset({"resume", "compact"})
 
 
 def _turn_id(session: str, payload: dict[str, Any]) -> str:
@@ -82,6 +81,5 @@ def antigravity_request(payload: dict[str, Any]) -> HookRequest:
                 hook_message(Role.assistant, response, f"{turn}:response", "text", SOURCE, created_at=when)
             )
     if event == "SessionStart":
-        request.memory = "thread" if payload.get("source") in RESUMING else "project"
-        request.reply = additional_context(event)
+        answer_session_start(request, payload)
     return request

@@ -26,12 +26,10 @@ from palimpsest.server.feeds.claude_code import FORMAT, PARTITION, parse_claude_
 from palimpsest.server.feeds.hooks import (
     HookRequest,
     TranscriptFile,
-    additional_context,
+    answer_session_start,
     text_field,
 )
 
-#: ``SessionStart`` sources after which the agent lost its own context of this thread.
-RESUMING = frozenset({"resume", "compact"})
 AGENT = PARTITION
 
 
@@ -77,6 +75,5 @@ def claude_request(payload: dict[str, Any]) -> HookRequest:
         agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files
     )
     if starting:
-        request.memory = "thread" if payload.get("source") in RESUMING else "project"
-        request.reply = additional_context(event)
+        answer_session_start(request, payload)
     return request

@@ -18,10 +18,9 @@ from typing import Any
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.server.feeds.codex import FORMAT, PARTITION, parse_codex
-from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, additional_context, text_field
+from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, answer_session_start, text_field
 
 AGENT = PARTITION
-RESUMING = frozenset({"resume", "compact"})
 
 
 def sessions_dir() -> Path:
@@ -61,6 +60,5 @@ def codex_request(payload: dict[str, Any]) -> HookRequest:
         agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files
     )
     if starting:
-        request.memory = "thread" if payload.get("source") in RESUMING else "project"
-        request.reply = additional_context(event)
+        answer_session_start(request, payload)
     return request

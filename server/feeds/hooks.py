@@ -256,6 +256,20 @@ async def run_hook(store: MemoryStore, request: HookRequest, *, partition: str, 
     return HookOutcome(report, reply)
 
 
+#: ``SessionStart`` sources after which the agent lost its own context of this thread.
+RESUMING = frozenset({"resume", "compact"})
+
+
+def answer_session_start(request: HookRequest, payload: dict[str, Any]) -> None:
+    """Make a ``SessionStart`` request answer with memory, in the ``hookSpecificOutput`` shape.
+
+    Claude Code, Codex and Gemini CLI agree on the event, its ``source`` and the reply:
+    after a resume or the agent's own compaction, the thread's context; else the project's.
+    """
+    request.memory = "thread" if payload.get("source") in RESUMING else "project"
+    request.reply = additional_context(request.event)
+
+
 def additional_context(event: str) -> Callable[[str], str]:
     """Claude Code's, Codex's and Gemini's shape: ``hookSpecificOutput.additionalContext``."""
 
