@@ -46,6 +46,17 @@ UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
+class _Model(BaseModel):
+    """Every model here builds its validator when first used, not when imported.
+
+    A store imports all of them, but a hook (run after every turn, process start
+    included) validates two or three: building the rest at import cost about a third
+    of the modules' import time.
+    """
+
+    model_config = ConfigDict(defer_build=True)
+
+
 class Role(StrEnum):
     """Who wrote a message; the four roles every agent transcript uses."""
 
@@ -55,7 +66,7 @@ class Role(StrEnum):
     tool = "tool"
 
 
-class NewMessage(BaseModel):
+class NewMessage(_Model):
     """A message as a caller hands it in, before the store gives it an id and a seq."""
 
     model_config = ConfigDict(extra="forbid")
@@ -71,7 +82,7 @@ class NewMessage(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class Thread(BaseModel):
+class Thread(_Model):
     """One conversation, owned by exactly one partition (the IDE it came from)."""
 
     id: str
@@ -82,7 +93,7 @@ class Thread(BaseModel):
     message_count: int = 0
 
 
-class Message(BaseModel):
+class Message(_Model):
     """A stored message: immutable once written, byte-exact forever."""
 
     id: str
@@ -100,7 +111,7 @@ class Message(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class AppendResult(BaseModel):
+class AppendResult(_Model):
     """What one append did: which messages are new, which were already there."""
 
     thread_id: str
@@ -111,7 +122,7 @@ class AppendResult(BaseModel):
     uncompacted: int = Field(description="Messages of the thread no summary covers yet.")
 
 
-class NewSummary(BaseModel):
+class NewSummary(_Model):
     """A summary as the compaction engine proposes it; the store derives the rest."""
 
     model_config = ConfigDict(extra="forbid")
@@ -125,7 +136,7 @@ class NewSummary(BaseModel):
     child_ids: Annotated[list[str], Field(min_length=1)]
 
 
-class Summary(BaseModel):
+class Summary(_Model):
     """A node of the summary DAG: level 1 covers messages, level n covers level n-1."""
 
     id: str
@@ -147,7 +158,7 @@ class Summary(BaseModel):
     parent_id: str | None = None
 
 
-class Fact(BaseModel):
+class Fact(_Model):
     """A short technical fact extracted from messages, recalled across sessions."""
 
     id: str
@@ -169,7 +180,7 @@ class Fact(BaseModel):
 MAX_FACT_CHARS = 2000
 
 
-class NewFact(BaseModel):
+class NewFact(_Model):
     """A fact as extraction proposes it; the store derives id, thread, project and time.
 
     Its id is ``identity.fact_id(partition, text, source_message_ids[0])``, so proposing
@@ -185,7 +196,7 @@ class NewFact(BaseModel):
     source_message_ids: Annotated[list[Name], Field(min_length=1)]
 
 
-class FactLayerState(BaseModel):
+class FactLayerState(_Model):
     """Whether a thread's fact layer is on, and how far extraction has read it."""
 
     thread_id: str
@@ -194,7 +205,7 @@ class FactLayerState(BaseModel):
     extracted_seq: int = Field(description="Seq of the last message extraction has read; -1 for none.")
 
 
-class FactTopic(BaseModel):
+class FactTopic(_Model):
     """How many facts one topic (subject) holds, current and superseded, by kind."""
 
     subject: str
@@ -203,7 +214,7 @@ class FactTopic(BaseModel):
     kinds: dict[str, int] = Field(description="Facts of the topic by kind, current and superseded.")
 
 
-class FactStats(BaseModel):
+class FactStats(_Model):
     """Facts of a partition (or one thread) grouped by topic and by kind."""
 
     partition: str | None
@@ -243,7 +254,7 @@ class FactStats(BaseModel):
         )
 
 
-class ExpandPage(BaseModel):
+class ExpandPage(_Model):
     """One page of an expansion: messages or summaries, in thread order."""
 
     summary_id: str
@@ -252,7 +263,7 @@ class ExpandPage(BaseModel):
     next_cursor: str | None = None
 
 
-class FrontierItem(BaseModel):
+class FrontierItem(_Model):
     """One element of a thread's frontier: a top summary or an uncovered message."""
 
     kind: Literal["summary", "message"]
@@ -263,7 +274,7 @@ class FrontierItem(BaseModel):
     tokens: int
 
 
-class DagEdge(BaseModel):
+class DagEdge(_Model):
     """A SUMMARIZES edge between two summaries (edges to messages are given by seq ranges)."""
 
     parent_id: str
@@ -271,7 +282,7 @@ class DagEdge(BaseModel):
     position: int
 
 
-class SummaryDag(BaseModel):
+class SummaryDag(_Model):
     """Every summary of a thread and how they nest, small enough to draw."""
 
     thread_id: str
@@ -281,7 +292,7 @@ class SummaryDag(BaseModel):
     frontier: list[FrontierItem]
 
 
-class ArchivedRange(BaseModel):
+class ArchivedRange(_Model):
     """A run of a thread's messages moved out of the live store into an archive file.
 
     The summaries over them, and this record, stay; the file (the export format) holds
@@ -298,7 +309,7 @@ class ArchivedRange(BaseModel):
     archived_at: UtcDatetime
 
 
-class ThreadSnapshot(BaseModel):
+class ThreadSnapshot(_Model):
     """Everything of one thread, for checking invariants: messages and summaries with children."""
 
     thread: Thread
@@ -309,7 +320,7 @@ class ThreadSnapshot(BaseModel):
     )
 
 
-class ThreadBacklog(BaseModel):
+class ThreadBacklog(_Model):
     """A thread and how much of it is waiting for compaction."""
 
     thread_id: str
@@ -320,7 +331,7 @@ class ThreadBacklog(BaseModel):
 SearchKind = Literal["message", "summary", "fact"]
 
 
-class SearchHit(BaseModel):
+class SearchHit(_Model):
     """One ranked hit of a text search; higher score is better."""
 
     id: str
@@ -335,7 +346,7 @@ class SearchHit(BaseModel):
     role: Role | None = None
 
 
-class StoreStats(BaseModel):
+class StoreStats(_Model):
     """Counts of what a store holds, for one partition or all of them."""
 
     store: str
@@ -360,7 +371,7 @@ class StoreStats(BaseModel):
 # -- maintenance: the background loop's record of what it did ------------------------
 
 
-class MaintenanceCycle(BaseModel):
+class MaintenanceCycle(_Model):
     """One run of a background job (compaction or evolution), kept in the store.
 
     Recorded by whichever server process held the job's lease, so ``memory_stats`` shows
@@ -400,7 +411,7 @@ class EmbeddingTodo(NamedTuple):
 REF_OPENING_CHARS = 80
 
 
-class MessageRef(BaseModel):
+class MessageRef(_Model):
     """Where a message sits in its thread and what its metadata says, without its content
     (bar its opening words).
 

@@ -7,7 +7,12 @@ maintenance loop take these groups, and only the server knows where they come fr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from pydantic import BaseModel, Field, SecretStr
+
+from palimpsest.graph_schema.backends import SQLITE_PREFIX
 
 
 class CompactionSettings(BaseModel):
@@ -40,3 +45,19 @@ class MaintenanceSettings(BaseModel):
     threads_per_cycle: int = Field(3, ge=1, description="Threads compacted per compaction tick.")
     compaction_interval: float = Field(1800, gt=0, description="Seconds between compaction ticks.")
     evolution_interval: float = Field(3600, gt=0, description="Seconds between evolution ticks.")
+
+
+@dataclass(frozen=True)
+class StoreBudget:
+    """``PALIMPSEST_MAX_STORE_MB``: the most the store may take on disk, and where archives go."""
+
+    max_bytes: int
+    folder: Path
+
+
+def default_archive_dir(store_uri: str) -> Path | None:
+    """Beside a SQLite file, ``FILE.archive/``; None for a store with no file of its own."""
+    if not store_uri.startswith(SQLITE_PREFIX) or store_uri.endswith(":memory:"):
+        return None
+    path = Path(store_uri[len(SQLITE_PREFIX) :]).expanduser()
+    return path.with_name(path.name + ".archive")

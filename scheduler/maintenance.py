@@ -38,12 +38,12 @@ from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.models import MaintenanceCycle, utcnow
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause, compact_thread
-from palimpsest.scheduler.config import CompactionSettings, MaintenanceSettings
+from palimpsest.scheduler.config import CompactionSettings, MaintenanceSettings, StoreBudget
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.embedding import backfill_embeddings
 from palimpsest.scheduler.facts import evolve_facts
 from palimpsest.scheduler.foreground import ForegroundGate
-from palimpsest.scheduler.portability.archive import StoreBudget, archive_to_budget
+from palimpsest.scheduler.portability.archive import archive_to_budget
 from palimpsest.scheduler.summarizer import Summarizer
 
 logger = logging.getLogger(__name__)

@@ -14,8 +14,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.config import CompactionSettings, LlmSettings, MaintenanceSettings
-from palimpsest.scheduler.portability.archive import StoreBudget, default_archive_dir
+from palimpsest.scheduler.config import (
+    CompactionSettings,
+    LlmSettings,
+    MaintenanceSettings,
+    StoreBudget,
+    default_archive_dir,
+)
 
 
 def default_store_uri() -> str:

@@ -23,9 +23,9 @@ from palimpsest.graph_schema.doctor import check_store
 from palimpsest.graph_schema.errors import Archived, InvalidInput
 from palimpsest.graph_schema.models import ArchivedRange, NewFact, NewMessage, NewSummary, Role, utcnow
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.config import StoreBudget
 from palimpsest.scheduler.maintenance import evolution_steps
 from palimpsest.scheduler.portability.archive import (
-    StoreBudget,
     archive_threads,
     archive_to_budget,
     parse_duration,

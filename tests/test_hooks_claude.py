@@ -190,15 +190,26 @@ def test_session_start_hands_back_memory_in_claude_codes_shape(tmp_path: Path) -
 
 
 def test_the_hook_path_imports_no_heavy_library(tmp_path: Path) -> None:
-    # It runs after every turn: no LLM client, MCP server, numpy, rich or search stack on its way.
+    # It runs after every turn: no LLM client, MCP server, numpy, rich, search stack or the
+    # other commands (the console script builds the hook group alone) on its way.
     transcript = write_turn(tmp_path, claude_turns(SESSION)[0])
-    heavy = ("openai", "fastmcp", "numpy", "rich", "regex", "palimpsest.server.retrieval.grep")
+    heavy = (
+        "openai",
+        "fastmcp",
+        "numpy",
+        "rich",
+        "regex",
+        "palimpsest.server.retrieval.grep",
+        "palimpsest.server.cli.main",
+        "palimpsest.scheduler.portability",
+    )
     url = f"sqlite:///{tmp_path / 'm.db'}"
     code = (
         "import sys\n"
-        "from palimpsest.server.cli.main import app\n"
+        "from palimpsest.server.cli.launch import main\n"
+        f"sys.argv = ['palimpsest', 'hook', 'claude', '--store', {url!r}]\n"
         "try:\n"
-        f"    app(['hook', 'claude', '--store', {url!r}])\n"
+        "    main()\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
         f"print(sorted(name for name in {heavy!r} if name in sys.modules))\n"

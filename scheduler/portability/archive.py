@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,12 +31,12 @@ from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import ArchivedRange, Message, Thread, ThreadSnapshot, utcnow
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause
+from palimpsest.scheduler.config import StoreBudget
 from palimpsest.scheduler.portability.export import export_memory, threads_in_scope
 from palimpsest.scheduler.portability.format import Archive, read_archive, thread_digest
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-SQLITE_PREFIX = "sqlite:///"
 
 
 def parse_duration(text: str) -> timedelta:
@@ -49,14 +48,6 @@ def parse_duration(text: str) -> timedelta:
     if found is None:
         raise InvalidInput(f"duration {text!r} is not a number and a unit (s, m, h, d, w), like 30d")
     return timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
-
-
-def default_archive_dir(store_uri: str) -> Path | None:
-    """Beside a SQLite file, ``FILE.archive/``; None for a store with no file of its own."""
-    if not store_uri.startswith(SQLITE_PREFIX) or store_uri.endswith(":memory:"):
-        return None
-    path = Path(store_uri[len(SQLITE_PREFIX) :]).expanduser()
-    return path.with_name(path.name + ".archive")
 
 
 def _file_name(thread: Thread, first_seq: int, last_seq: int) -> str:
@@ -179,14 +170,6 @@ def read_archived_messages(run: ArchivedRange) -> list[Message]:
     if [message.seq for message in messages] != list(range(run.first_seq, run.last_seq + 1)):
         raise InvalidInput(f"archive {path} lacks messages of seq {run.first_seq}-{run.last_seq}")
     return messages
-
-
-@dataclass(frozen=True)
-class StoreBudget:
-    """``PALIMPSEST_MAX_STORE_MB``: the most the store may take on disk, and where archives go."""
-
-    max_bytes: int
-    folder: Path
 
 
 async def archive_to_budget(store: MemoryStore, budget: StoreBudget, *, pause: Pause | None = None) -> int:

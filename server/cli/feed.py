@@ -114,6 +114,7 @@ hook_app = typer.Typer(
     help="Commands an agent runs as its hooks, to store every turn as it happens and get memory back at "
     "session start.\n\nExample: palimpsest hook claude",
     no_args_is_help=True,
+    add_completion=False,
 )
 
 #: Each agent's hook: its request builder (module, function), and its help.

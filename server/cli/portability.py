@@ -227,7 +227,8 @@ def archive(
     """
     from rich.table import Table
 
-    from palimpsest.scheduler.portability.archive import archive_threads, default_archive_dir, parse_duration
+    from palimpsest.scheduler.config import default_archive_dir
+    from palimpsest.scheduler.portability.archive import archive_threads, parse_duration
     from palimpsest.server.cli import output
 
     settings = settings_from_flags(store)
