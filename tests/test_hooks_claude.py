@@ -221,3 +221,28 @@ def test_the_hook_path_imports_no_heavy_library(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout == "[]\n"
     assert len(stored(url)) == 10
+
+
+def test_a_hook_usage_error_exits_1_with_one_line_never_2(tmp_path: Path) -> None:
+    # Exit code 2 tells an agent to block; a flag this version does not know must not.
+    transcript = write_turn(tmp_path, claude_turns(SESSION)[0])
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    code = (
+        "import sys\nfrom palimpsest.server.cli.launch import main\nsys.argv = ['palimpsest', *sys.argv[1:]]\nmain()\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key not in CLEAN_ENV}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code, *args], input=payload(transcript), capture_output=True, text=True, env=env
+        )
+
+    unknown_flag = run("hook", "claude", "--store", url, "--from-a-newer-version")
+    assert unknown_flag.returncode == 1 and unknown_flag.stdout == ""
+    assert unknown_flag.stderr == "error: No such option: --from-a-newer-version\n"
+    unknown_agent = run("hook", "vim", "--store", url)
+    assert (unknown_agent.returncode, unknown_agent.stderr) == (1, "error: No such command 'vim'.\n")
+    assert not (tmp_path / "m.db").exists()
+    stored_turn = run("hook", "claude", "--store", url)
+    assert (stored_turn.returncode, stored_turn.stderr, stored_turn.stdout) == (0, "", "")
+    assert len(stored(url)) == 10

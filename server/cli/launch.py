@@ -3,8 +3,8 @@
 An agent runs ``palimpsest hook AGENT`` after every turn, so its process start is paid
 all day. Building the full app imports every command module (the DAG viewer, search,
 set-up, portability) and has typer assemble all of them; the hook needs none of that.
-So ``hook`` runs the hook group alone, the same typer commands with the same options
-and help, and every other command runs the full app.
+So ``hook AGENT`` runs the hook group alone, the same typer commands with the same
+options and help, and every other command runs the full app.
 """
 
 from __future__ import annotations
@@ -13,12 +13,31 @@ import sys
 
 
 def main() -> None:
-    """Run ``palimpsest``: the hook group alone for ``palimpsest hook ...``, else the full app."""
-    if sys.argv[1:2] == ["hook"]:
-        from palimpsest.server.cli.feed import hook_app
+    """Run ``palimpsest``: the hook group alone for ``palimpsest hook AGENT ...``, else the full app."""
+    if sys.argv[1:2] == ["hook"] and len(sys.argv) > 2:
+        sys.exit(run_hook_group(sys.argv[2:]))
+    from palimpsest.server.cli.main import app
 
-        hook_app(args=sys.argv[2:], prog_name="palimpsest hook")
-    else:
-        from palimpsest.server.cli.main import app
+    app()
 
-        app()
+
+def run_hook_group(args: list[str]) -> int:
+    """Run ``palimpsest hook`` with ``args``; a usage error ends with one line and exit code 1.
+
+    typer ends a usage error (an unknown flag, say, from a hook entry written by a newer
+    version) with exit code 2, which an agent reads as "block": Claude Code's Stop hook
+    would send the agent back to work on the error. A hook never blocks its agent.
+    """
+    import typer
+
+    from palimpsest.server.cli.feed import hook_app
+
+    try:
+        code = hook_app(args=args, prog_name="palimpsest hook", standalone_mode=False)
+    except typer.TyperException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        return 1
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 1
+    return code if isinstance(code, int) else 0
