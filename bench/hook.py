@@ -11,6 +11,10 @@ untimed), it appends one turn and times the hook storing it, ``--turns`` times. 
 machines are noisy. Run by hand:
 
     .venv/bin/python bench/hook.py --size-mb 100 --turns 7
+
+``--palimpsest PATH`` times another installation's console script: the development
+venv's is an editable install, whose import hook a user's ``pipx`` or ``uv tool``
+install does not have (``python -m venv /tmp/v && /tmp/v/bin/pip install .``).
 """
 
 from __future__ import annotations
@@ -81,14 +85,14 @@ def _cpu() -> float:
     return times.children_user + times.children_system
 
 
-def run_hook(store: str, session: str, transcript: Path) -> Timing:
+def run_hook(palimpsest: Path, store: str, session: str, transcript: Path) -> Timing:
     """Wall and CPU seconds the real ``palimpsest hook claude`` takes, process start to exit."""
     stdin = json.dumps(
         {"session_id": session, "transcript_path": str(transcript), "cwd": CWD, "hook_event_name": "Stop"}
     )
     began, cpu = time.perf_counter(), _cpu()
     done = subprocess.run(
-        [str(PALIMPSEST), "hook", "claude", "--store", store], input=stdin, capture_output=True, text=True, check=False
+        [str(palimpsest), "hook", "claude", "--store", store], input=stdin, capture_output=True, text=True, check=False
     )
     elapsed = time.perf_counter() - began, _cpu() - cpu
     if done.returncode != 0 or done.stdout or done.stderr:
@@ -102,7 +106,7 @@ def bare_start() -> Timing:
     return time.perf_counter() - began, _cpu() - cpu
 
 
-def session_times(folder: Path, session: str, size_mb: int, turns: int) -> list[Timing]:
+def session_times(palimpsest: Path, folder: Path, session: str, size_mb: int, turns: int) -> list[Timing]:
     """Time storing ``turns`` new turns, one hook call each, after the session reached ``size_mb``."""
     store = f"sqlite:///{folder / f'{session}.db'}"
     transcript = folder / f"{session}.jsonl"
@@ -112,12 +116,12 @@ def session_times(folder: Path, session: str, size_mb: int, turns: int) -> list[
         while handle.tell() < size_mb * 1024 * 1024:
             handle.write(turn(session, number, output_bytes=64 * 1024))
             number += 1
-    run_hook(store, session, transcript)  # stores what is there, untimed
+    run_hook(palimpsest, store, session, transcript)  # stores what is there, untimed
     times = []
     for extra in range(turns):
         with transcript.open("a", encoding="utf-8") as handle:
             handle.write(turn(session, 1_000_000 + extra))
-        times.append(run_hook(store, session, transcript))
+        times.append(run_hook(palimpsest, store, session, transcript))
     return times
 
 
@@ -125,6 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=100, help="Size of the large session's transcript.")
     parser.add_argument("--turns", type=int, default=7, help="New turns timed per session.")
+    parser.add_argument("--palimpsest", type=Path, default=PALIMPSEST, help="The console script to time.")
     args = parser.parse_args()
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,8 +138,8 @@ def main() -> None:
         if env_note:
             console.print("note: PALIMPSEST_STORE is ignored; each session gets its own SQLite store")
         bare = [bare_start() for _ in range(args.turns)]
-        fresh = session_times(folder, "fresh", 0, args.turns)
-        large = session_times(folder, "large", args.size_mb, args.turns)
+        fresh = session_times(args.palimpsest, folder, "fresh", 0, args.turns)
+        large = session_times(args.palimpsest, folder, "large", args.size_mb, args.turns)
     rows = {
         "bare `python -c pass` (baseline)": bare,
         "fresh session": fresh,
