@@ -42,7 +42,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import compact_thread
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 
 EXPAND_TARGET = 10_000
 COMPACTION_GOAL_MS = 1.0
@@ -98,17 +98,21 @@ class TimedSummarizer:
         self.name = self.inner.name
         self.seconds = 0.0
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         start = time.perf_counter()
         try:
-            return await self.inner.summarize_messages(messages)
+            return await self.inner.summarize_messages(messages, background=background)
         finally:
             self.seconds += time.perf_counter() - start
 
-    async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
         start = time.perf_counter()
         try:
-            return await self.inner.summarize_summaries(summaries, level)
+            return await self.inner.summarize_summaries(summaries, level, background=background)
         finally:
             self.seconds += time.perf_counter() - start
 

@@ -15,7 +15,10 @@ It is what most users get, so it must be good on its own:
   when and about what, and its most informative sentences as dated events, relative
   dates ("yesterday", "last year") resolved against the message's time;
 - "Expand for details about" names the identifiers, paths, error names and proper
-  nouns the checkpoint leaves out, never common words.
+  nouns the checkpoint leaves out, never common words: ranked by how often the chunk
+  uses them times how rare they are in the thread (the engine's `Background`), and a
+  term found in more than `COMMON_SHARE` of the thread's messages is left out however
+  often the chunk uses it (a speaker's name, the project's main module, "I'd").
 
 Escalated checkpoints merge their children's sections (`checkpoint_text.merge_checkpoints`).
 Same input, same text: no randomness, no set iteration, no clock. A summary is always
@@ -50,12 +53,14 @@ from palimpsest.scheduler.session_facts import (
     describe_command,
     extract_facts,
 )
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 
 __all__ = [
+    "COMMON_SHARE",
     "EXPAND_PREFIX",
     "SECTIONS",
     "ExtractiveSummarizer",
+    "distinctive",
     "extract_checkpoint",
     "parse_checkpoint",
     "target_tokens",
@@ -67,6 +72,10 @@ _SCAN_CHARS = 8000
 _OBJECTIVE_CHARS = 260
 #: Latest assistant texts searched for a statement of where the work stands.
 _STATE_LOOKBACK = 3
+#: A term in more than this share of the thread's messages is common there, not distinctive.
+COMMON_SHARE = 0.08
+#: A background of fewer messages is too small to call a term common.
+_MIN_BACKGROUND = 12
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _BULLET_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*•>]\s+|\d+[.)]\s+)+")
@@ -145,27 +154,54 @@ class ExtractiveSummarizer:
 
     name = "extractive"
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         """An L1 checkpoint of a run of messages, fitted under ``target_tokens``.
 
         Why never raising: it is the fallback of every other summarizer, so it must
         produce a draft for any content (see the module docstring for tiny sources).
         """
         budget = target_tokens(sum(message.tokens for message in messages), 1)
-        return SummaryDraft(text=fit(extract_checkpoint(messages, budget), budget), summarizer=self.name)
+        checkpoint = extract_checkpoint(messages, budget, background=background)
+        return SummaryDraft(text=fit(checkpoint, budget), summarizer=self.name)
 
-    async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
-        """A level-``level`` checkpoint merging its children's sections, fitted under budget."""
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
+        """A level-``level`` checkpoint merging its children's sections, fitted under budget.
+
+        The children's topics are ranked again against the thread: what was rare in
+        one chunk may be common across the run being merged.
+        """
         budget = target_tokens(sum(summary.tokens for summary in summaries), level)
         checkpoint = merge_checkpoints([parse_checkpoint(summary.text) for summary in summaries])
+        checkpoint.topics = distinctive(Counter(dict.fromkeys(checkpoint.topics, 1)), background)
         return SummaryDraft(text=fit(checkpoint, budget), summarizer=self.name)
 
 
-def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TARGET) -> Checkpoint:
+def distinctive(counts: Counter[str], background: Background | None, *, limit: int = 24) -> list[str]:
+    """The terms that mark a chunk against its thread, most telling first.
+
+    A term's worth is how often the chunk uses it times its inverse document frequency
+    in the thread; a term in more than `COMMON_SHARE` of a background of at least
+    `_MIN_BACKGROUND` messages is dropped. Without a background, the chunk's own counts
+    decide. Ties keep the order of first appearance (``counts`` is insertion ordered).
+    """
+    if background is None or background.documents < _MIN_BACKGROUND:
+        return sorted(counts, key=lambda term: -counts[term])[:limit]
+    kept = [term for term in counts if background.share(term) <= COMMON_SHARE]
+    return sorted(kept, key=lambda term: -counts[term] * background.weight(term))[:limit]
+
+
+def extract_checkpoint(
+    messages: Sequence[Message], budget_tokens: int = _MAX_TARGET, *, background: Background | None = None
+) -> Checkpoint:
     """The checkpoint of a run of messages: structural facts first, then the conversation's own words.
 
     ``budget_tokens`` only bounds how many events a conversation without tools keeps;
-    `fit` enforces the budget on the whole.
+    `fit` enforces the budget on the whole. ``background`` says which words are common
+    in the thread (see `distinctive`).
     """
     facts = extract_facts(messages)
     checkpoint = Checkpoint()
@@ -185,7 +221,7 @@ def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TA
     if not people_talking:
         sections["Current state"] = _current_state(talk) + sections["Current state"]
     checkpoint.lead = next((_first_sentence(m.content) for m in talk), "")
-    checkpoint.topics = _topics(facts, talk, speakers)
+    checkpoint.topics = _topics(facts, talk, speakers, background)
     tidy(checkpoint)
     if not facts.structural_ids and talk:
         room = 4 * budget_tokens - len(render(checkpoint)) - 40
@@ -297,8 +333,10 @@ def _classify(sentence: str) -> str | None:
 # -- what the checkpoint leaves out, and conversations without tools ----------------------------
 
 
-def _topics(facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> list[str]:
-    """Identifiers, paths, error names and proper nouns of the chunk, most frequent first.
+def _topics(
+    facts: SessionFacts, talk: Sequence[Message], speakers: list[str], background: Background | None
+) -> list[str]:
+    """Identifiers, paths, error names and proper nouns of the chunk, most distinctive first.
 
     Only from what the people and the assistant wrote and from the failed calls' errors,
     never from the output of a file that was read. A word counts when its shape says it
@@ -319,8 +357,7 @@ def _topics(facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -
         for term in _proper_nouns(talk, speakers):
             counts[term] += 1
     counts.update(facts.read[10:])
-    ranked = sorted(counts, key=lambda term: -counts[term])  # stable: first appearance breaks ties
-    return ranked[:24]
+    return distinctive(counts, background)
 
 
 def _technical(word: str) -> bool:

@@ -3,16 +3,30 @@
 Two implementations: the deterministic extractive one (`scheduler/extractive.py`, the
 default and the fallback, no network) and the LLM one (`scheduler/llm.py`, any
 OpenAI-compatible endpoint). The compaction engine only knows this protocol.
+
+A summarizer sees one chunk, so by itself it cannot tell a word the whole thread keeps
+using from one that marks this chunk. The engine therefore hands it a `Background`:
+in how many of the thread's messages each word occurs, counted once per compaction
+call over the messages it has already read (the uncovered backlog, the whole thread
+when a transcript is imported and compacted at once), so it costs no query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from palimpsest.graph_schema.identity import words
 from palimpsest.graph_schema.models import Message, Summary
+
+#: Characters of each message counted: a huge tool output says no more about which
+#: words are common than its head does, and would make the count slow.
+BACKGROUND_SCAN_CHARS = 4000
 
 
 class SummaryDraft(BaseModel):
@@ -22,6 +36,46 @@ class SummaryDraft(BaseModel):
     summarizer: str
 
 
+@dataclass(frozen=True)
+class Background:
+    """How common each word is in the thread: the documents (messages) holding it, lowercased.
+
+    A term of several words (a path, ``Oliver's``) is as common as its rarest word, so
+    ``src/auth/jwt.py`` is rare when ``jwt`` is, however common ``src`` and ``py`` are.
+    """
+
+    documents: int = 0
+    frequencies: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of_texts(cls, texts: Iterable[str]) -> Background:
+        """Count each lowercased word once per text."""
+        frequencies: Counter[str] = Counter()
+        documents = 0
+        for text in texts:
+            documents += 1
+            frequencies.update(set(words(text[:BACKGROUND_SCAN_CHARS].lower())))
+        return cls(documents, frequencies)
+
+    @classmethod
+    def of_messages(cls, messages: Sequence[Message]) -> Background:
+        """The background of a run of messages, one document each."""
+        return cls.of_texts(message.content for message in messages)
+
+    def frequency(self, term: str) -> int:
+        """In how many documents the term's rarest word occurs (0 for a term without words)."""
+        counts = [self.frequencies.get(word, 0) for word in words(term.lower())]
+        return min(counts, default=0)
+
+    def share(self, term: str) -> float:
+        """The fraction of documents holding the term (0.0 for an empty background)."""
+        return self.frequency(term) / self.documents if self.documents else 0.0
+
+    def weight(self, term: str) -> float:
+        """How much the term says about a document holding it: its inverse document frequency."""
+        return math.log((self.documents + 1) / (self.frequency(term) + 1)) + 1.0
+
+
 @runtime_checkable
 class Summarizer(Protocol):
     """Writes the checkpoint text of one summary."""
@@ -29,14 +83,20 @@ class Summarizer(Protocol):
     #: Recorded on every summary it writes, e.g. ``"extractive"`` or ``"llm:gpt-4o-mini"``.
     name: str
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         """An L1 checkpoint over a contiguous run of messages (oldest first).
 
-        Must never raise for any content; must return text shorter, in
-        ``estimate_tokens``, than the messages together, or the caller falls back.
+        ``background`` is how common each word is in the thread around the run (the
+        engine passes it; None means only the run itself is known). Must never raise
+        for any content; must return text shorter, in ``estimate_tokens``, than the
+        messages together, or the caller falls back.
         """
         ...
 
-    async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
         """A level-``level`` checkpoint merging a contiguous run of level-1-lower summaries."""
         ...

@@ -22,7 +22,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import CompactionResult, compact_thread
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 
 PARTITION = "claude-code"
 DEFAULTS = CompactionSettings()
@@ -168,10 +168,12 @@ async def test_escalation_finishes_runs_left_by_an_earlier_call(store: MemorySto
 class VerbatimWhenSmall(ExtractiveSummarizer):
     """A summarizer that cannot shrink small chunks: it echoes them (as a weak model would)."""
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         if len(messages) < 3:
             return SummaryDraft(text="\n".join(m.content for m in messages), summarizer="verbatim")
-        return await super().summarize_messages(messages)
+        return await super().summarize_messages(messages, background=background)
 
 
 async def test_chunks_whose_draft_is_not_shorter_stay_uncovered(store: MemoryStore) -> None:
@@ -231,10 +233,12 @@ class WaitingSummarizer(ExtractiveSummarizer):
         self.waiting = asyncio.Event()
         self.go = asyncio.Event()
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         self.waiting.set()
         await self.go.wait()
-        return await super().summarize_messages(messages)
+        return await super().summarize_messages(messages, background=background)
 
 
 async def test_a_second_process_on_the_same_thread_is_busy(store: MemoryStore, store_url: str) -> None:
