@@ -146,8 +146,8 @@ async def _summarize_leaves(
     (fresh tail included), for escalation to use too.
     """
     uncovered = await store.uncovered_messages(partition, thread_id)
-    background = Background.of_messages(uncovered)
     chunks = [run for chunk in plan_leaf_chunks(uncovered, config, force=force) for run in _contiguous_runs(chunk)]
+    background = Background.of_messages(uncovered)  # counted once, after planning, from what was read
     if chunks:
         logger.info("thread %s: %d uncovered messages, %d leaf chunks", thread_id, len(uncovered), len(chunks))
     batch: list[NewSummary] = []

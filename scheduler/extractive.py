@@ -398,12 +398,19 @@ def _speaker(message: Message) -> str:
 
 
 def _proper_nouns(talk: Sequence[Message], speakers: list[str]) -> Iterator[str]:
-    """Capitalised words inside sentences (not their first word), speakers and months left out."""
+    """Capitalised words inside sentences, speakers and months left out.
+
+    A word opening a sentence is capitalised whatever it is ("Taking", "Hope"), so a
+    word after one that ends a sentence (``.!?:``, a closing bracket, an emoji) is
+    skipped too: short sentences are joined to the next, and chats end lines in emoji.
+    """
     skip = {*speakers, "I", *_MONTHS, *_WEEKDAYS}
     for message in talk:
         for sentence in _sentences(_SPEAKER_PREFIX.sub("", message.content)):
             words = sentence.split()
-            for word in words[1:]:
+            for previous, word in zip(words, words[1:], strict=False):
+                if previous[-1] in ".!?:;)" or not previous[-1].isalnum() and previous[-1] not in ",'\"":
+                    continue
                 word = word.strip(".,!?;:\"'()[]")
                 if len(word) > 2 and word[0].isupper() and word not in skip and word.lower() not in _STOPWORDS:
                     yield word
