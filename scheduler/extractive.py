@@ -122,7 +122,7 @@ _STOPWORDS = frozenset(
     make makes made get gets got going gonna want wanted know knew think thought feel feels felt see saw look
     looking say said tell told let lets can't don't didn't i'm it's that's you're i've i'll we're they're there's
     what's let's isn't wasn't aren't couldn't wouldn't doesn't haven't hasn't ever one two new day days year
-    years today yesterday tomorrow week weeks month months
+    years today yesterday tomorrow week weeks month months btw lol omg haha hmm
     """.split()
 )
 _MONTHS = "January February March April May June July August September October November December".split()
@@ -181,11 +181,12 @@ class ExtractiveSummarizer:
 
 
 def distinctive(counts: Counter[str], background: Background | None, *, limit: int = 24) -> list[str]:
-    """The terms that mark a chunk against its thread, most telling first.
+    """The terms that mark a chunk against the rest of its thread, most telling first.
 
-    A term's worth is how often the chunk uses it times its inverse document frequency
-    in the thread; a term in more than `COMMON_SHARE` of a background of at least
-    `_MIN_BACKGROUND` messages is dropped. Without a background, the chunk's own counts
+    ``background`` is the thread without the chunk (`Background.without`). A term's
+    worth is how often the chunk uses it times its inverse document frequency there; a
+    term in more than `COMMON_SHARE` of a background of at least `_MIN_BACKGROUND`
+    messages is dropped. Without one (or with too small a one), the chunk's own counts
     decide. Ties keep the order of first appearance (``counts`` is insertion ordered).
     """
     if background is None or background.documents < _MIN_BACKGROUND:
@@ -201,7 +202,7 @@ def extract_checkpoint(
 
     ``budget_tokens`` only bounds how many events a conversation without tools keeps;
     `fit` enforces the budget on the whole. ``background`` says which words are common
-    in the thread (see `distinctive`).
+    in the thread, these messages included (see `distinctive`).
     """
     facts = extract_facts(messages)
     checkpoint = Checkpoint()
@@ -221,7 +222,8 @@ def extract_checkpoint(
     if not people_talking:
         sections["Current state"] = _current_state(talk) + sections["Current state"]
     checkpoint.lead = next((_first_sentence(m.content) for m in talk), "")
-    checkpoint.topics = _topics(facts, talk, speakers, background)
+    elsewhere = background.without(Background.of_messages(messages)) if background is not None else None
+    checkpoint.topics = _topics(facts, talk, speakers, elsewhere)
     tidy(checkpoint)
     if not facts.structural_ids and talk:
         room = 4 * budget_tokens - len(render(checkpoint)) - 40

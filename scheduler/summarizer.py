@@ -46,6 +46,8 @@ class Background:
 
     documents: int = 0
     frequencies: Counter[str] = field(default_factory=Counter)
+    #: Documents counted in ``frequencies`` but taken out again (see `without`).
+    excluded: Counter[str] | None = None
 
     @classmethod
     def of_texts(cls, texts: Iterable[str]) -> Background:
@@ -62,10 +64,23 @@ class Background:
         """The background of a run of messages, one document each."""
         return cls.of_texts(message.content for message in messages)
 
+    def without(self, part: Background) -> Background:
+        """The rest of the thread once ``part`` (counted in this background) is taken out.
+
+        Why: what marks a chunk is what is rare *elsewhere*; a word the chunk says in
+        every message is not common in the thread for that. Nothing is copied: the
+        counts are subtracted per word when asked for.
+        """
+        return Background(max(0, self.documents - part.documents), self.frequencies, part.frequencies)
+
     def frequency(self, term: str) -> int:
         """In how many documents the term's rarest word occurs (0 for a term without words)."""
-        counts = [self.frequencies.get(word, 0) for word in words(term.lower())]
-        return min(counts, default=0)
+        excluded = self.excluded
+        counts = [
+            self.frequencies.get(word, 0) - (excluded.get(word, 0) if excluded is not None else 0)
+            for word in words(term.lower())
+        ]
+        return max(0, min(counts, default=0))
 
     def share(self, term: str) -> float:
         """The fraction of documents holding the term (0.0 for an empty background)."""
@@ -88,8 +103,8 @@ class Summarizer(Protocol):
     ) -> SummaryDraft:
         """An L1 checkpoint over a contiguous run of messages (oldest first).
 
-        ``background`` is how common each word is in the thread around the run (the
-        engine passes it; None means only the run itself is known). Must never raise
+        ``background`` is how common each word is in the thread, the run included
+        (the engine passes it; None means only the run itself is known). Must never raise
         for any content; must return text shorter, in ``estimate_tokens``, than the
         messages together, or the caller falls back.
         """

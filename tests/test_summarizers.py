@@ -281,7 +281,7 @@ async def test_expand_line_names_what_was_left_out() -> None:
 def registry_thread() -> tuple[list[Message], list[Message]]:
     """A thread that keeps naming `ThreadRegistry`, and one chunk of it that also names `JwksCache` once."""
     said = [NewMessage(role=Role.user, content=f"Look at ThreadRegistry again, case {i}.") for i in range(30)] + [
-        NewMessage(role=Role.user, content="Why is ThreadRegistry slow when ThreadRegistry.lookup runs?"),
+        NewMessage(role=Role.user, content="Why is ThreadRegistry slow when a lookup runs?"),
         NewMessage(role=Role.assistant, content="It seems ThreadRegistry calls JwksCache on every lookup."),
         NewMessage(role=Role.assistant, content="So ThreadRegistry waits on the network."),
     ]
