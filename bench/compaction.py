@@ -9,6 +9,11 @@ tail 10, fan-in 4), then times the expansion of the level-3+ summary closest to 
 messages against ``get_messages`` over the same seq range, interleaved, median of
 several runs.
 
+The yardstick is the cheapest insert there is, measured in the same run on the same
+store: the thread appended in calls of up to ``MAX_BATCH`` (5,000) messages. Hooks
+append a turn at a time, which costs more per message, so "x append" is an upper bound
+of what compaction adds to real appends.
+
     .venv/bin/python bench/compaction.py --sizes 10000 --neo4j-uri bolt://127.0.0.1:7687
     .venv/bin/python bench/compaction.py --sizes 1000 --stores sqlite   # a quick look
 

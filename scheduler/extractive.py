@@ -183,7 +183,7 @@ class ExtractiveSummarizer:
 def distinctive(counts: Counter[str], background: Background | None, *, limit: int = 24) -> list[str]:
     """The terms that mark a chunk against the rest of its thread, most telling first.
 
-    ``background`` is the thread without the chunk (`Background.without`). A term's
+    ``background`` is the thread without the chunk (`Background.elsewhere`). A term's
     worth is how often the chunk uses it times its inverse document frequency there; a
     term in more than `COMMON_SHARE` of a background of at least `_MIN_BACKGROUND`
     messages is dropped. Without one (or with too small a one), the chunk's own counts
@@ -209,7 +209,8 @@ def extract_checkpoint(
     sections = checkpoint.sections
     talk = [m for m in messages if m.id not in facts.structural_ids and m.role != Role.system and m.content.strip()]
     speakers = _speakers(talk)
-    _objective(checkpoint, facts, talk, speakers)
+    elsewhere = background.elsewhere(messages) if background is not None else None
+    _objective(checkpoint, facts, talk, speakers, elsewhere)
     _from_facts(checkpoint, facts)
     people_talking = facts.tool_calls == 0 and _named(talk, speakers)
     for message in [] if people_talking else talk:
@@ -222,7 +223,6 @@ def extract_checkpoint(
     if not people_talking:
         sections["Current state"] = _current_state(talk) + sections["Current state"]
     checkpoint.lead = next((_first_sentence(m.content) for m in talk), "")
-    elsewhere = background.without(Background.of_messages(messages)) if background is not None else None
     checkpoint.topics = _topics(facts, talk, speakers, elsewhere)
     tidy(checkpoint)
     if not facts.structural_ids and talk:
@@ -231,14 +231,23 @@ def extract_checkpoint(
     return checkpoint
 
 
-def _objective(checkpoint: Checkpoint, facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> None:
-    """The user's first request (the last one pinned in next steps), or who talks about what."""
+def _objective(
+    checkpoint: Checkpoint,
+    facts: SessionFacts,
+    talk: Sequence[Message],
+    speakers: list[str],
+    elsewhere: Background | None,
+) -> None:
+    """The user's first request (the last one pinned in next steps), or who talks about what.
+
+    What people talk about is what they come back to here and less elsewhere in the thread.
+    """
     sections = checkpoint.sections
     requests = facts.requests
     if facts.tool_calls == 0 and _named(talk, speakers):
         first, last = talk[0].created_at, talk[-1].created_at
         when = _day(first) if first.date() == last.date() else f"{_day(first)} to {_day(last)}"
-        about = _chat_topics(talk, speakers)
+        about = _chat_topics(talk, speakers, elsewhere)
         people = " and ".join(speakers) if len(speakers) <= 3 else ", ".join(speakers)
         sections["Objective"].append(f"{people} talk on {when}" + (f" about {', '.join(about)}" if about else ""))
         return
@@ -418,17 +427,26 @@ def _proper_nouns(talk: Sequence[Message], speakers: list[str]) -> Iterator[str]
                     yield word
 
 
-def _chat_topics(talk: Sequence[Message], speakers: list[str]) -> list[str]:
-    """The few words a conversation keeps coming back to: proper nouns, then repeated content words."""
-    counts: Counter[str] = Counter(_proper_nouns(talk, speakers))
+def _chat_topics(talk: Sequence[Message], speakers: list[str], elsewhere: Background | None) -> list[str]:
+    """The few words a conversation keeps coming back to: proper nouns, then repeated content words.
+
+    Counted case-blind (a name keeps its capitals), at least twice, then ranked as
+    `distinctive` ranks terms against the rest of the thread.
+    """
+    counts: Counter[str] = Counter()
+    shown: dict[str, str] = {}
+    for name in _proper_nouns(talk, speakers):
+        shown.setdefault(name.lower(), name)
+        counts[name.lower()] += 1
     lowered = {name.lower() for name in speakers}
     for message in talk:
         for word in _WORD_RE.findall(message.content):
             key = word.lower()
             if len(key) >= 5 and key not in _STOPWORDS and key not in lowered and not key[0].isdigit():
+                shown.setdefault(key, key)
                 counts[key] += 1
-    frequent = [term for term in counts if counts[term] >= 2]
-    return sorted(frequent, key=lambda term: -counts[term])[:5]
+    frequent = Counter({shown[key]: count for key, count in counts.items() if count >= 2})
+    return distinctive(frequent, elsewhere, limit=5)
 
 
 def _events(talk: Sequence[Message], speakers: list[str], room: int) -> list[str]:

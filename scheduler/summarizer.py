@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -24,9 +24,9 @@ from pydantic import BaseModel
 from palimpsest.graph_schema.identity import words
 from palimpsest.graph_schema.models import Message, Summary
 
-#: Characters of each message counted: a huge tool output says no more about which
-#: words are common than its head does, and would make the count slow.
-BACKGROUND_SCAN_CHARS = 4000
+#: Characters of each message counted: a long tool output says no more about which
+#: words are common than its head does, and counting it all would make compaction slow.
+BACKGROUND_SCAN_CHARS = 1000
 
 
 class SummaryDraft(BaseModel):
@@ -46,32 +46,35 @@ class Background:
 
     documents: int = 0
     frequencies: Counter[str] = field(default_factory=Counter)
-    #: Documents counted in ``frequencies`` but taken out again (see `without`).
+    #: Documents counted in ``frequencies`` but taken out again (see `elsewhere`).
     excluded: Counter[str] | None = None
-
-    @classmethod
-    def of_texts(cls, texts: Iterable[str]) -> Background:
-        """Count each lowercased word once per text."""
-        frequencies: Counter[str] = Counter()
-        documents = 0
-        for text in texts:
-            documents += 1
-            frequencies.update(set(words(text[:BACKGROUND_SCAN_CHARS].lower())))
-        return cls(documents, frequencies)
+    #: Each counted message's words, by message id, so `elsewhere` need not read it again.
+    words_of: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of_messages(cls, messages: Sequence[Message]) -> Background:
-        """The background of a run of messages, one document each."""
-        return cls.of_texts(message.content for message in messages)
+        """Count each lowercased word once per message (of its first `BACKGROUND_SCAN_CHARS`)."""
+        words_of = {m.id: frozenset(words(m.content[:BACKGROUND_SCAN_CHARS].lower())) for m in messages}
+        frequencies: Counter[str] = Counter()
+        for found in words_of.values():
+            frequencies.update(found)
+        return cls(len(words_of), frequencies, None, words_of)
 
-    def without(self, part: Background) -> Background:
-        """The rest of the thread once ``part`` (counted in this background) is taken out.
+    def elsewhere(self, messages: Sequence[Message]) -> Background:
+        """The rest of the thread once ``messages`` (those of them this background counted) are taken out.
 
         Why: what marks a chunk is what is rare *elsewhere*; a word the chunk says in
-        every message is not common in the thread for that. Nothing is copied: the
-        counts are subtracted per word when asked for.
+        every message is not common in the thread for that. Nothing is copied or read
+        again: the chunk's words were kept when it was counted.
         """
-        return Background(max(0, self.documents - part.documents), self.frequencies, part.frequencies)
+        part: Counter[str] = Counter()
+        taken = 0
+        for message in messages:
+            found = self.words_of.get(message.id)
+            if found is not None:
+                part.update(found)
+                taken += 1
+        return Background(self.documents - taken, self.frequencies, part)
 
     def frequency(self, term: str) -> int:
         """In how many documents the term's rarest word occurs (0 for a term without words)."""

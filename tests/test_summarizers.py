@@ -325,6 +325,32 @@ def test_a_chat_expands_on_names_and_places_never_on_sentence_openers_or_filler(
         assert opener not in topics
 
 
+async def test_a_chats_objective_names_what_this_part_is_about_not_what_the_thread_always_says() -> None:
+    said_at = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+    def chat(pairs: list[tuple[str, str]], first: int) -> list[Message]:
+        new = [NewMessage(role=Role.user, content=t, created_at=said_at, metadata={"speaker": w}) for w, t in pairs]
+        return stored(new, first_seq=first)
+
+    earlier = [
+        ("Melanie" if i % 2 else "Caroline", f"Still thinking about Oaxaca, day {i} of planning.") for i in range(40)
+    ]
+    chunk = chat(
+        [
+            ("Caroline", "Guess I should visit Oaxaca with my friend Okafor."),
+            ("Melanie", "Do it! Okafor would love the market in Oaxaca."),
+        ],
+        41,
+    )
+    thread = chat(earlier, 1) + chunk
+
+    text = (await ExtractiveSummarizer().summarize_messages(chunk, background=Background.of_messages(thread))).text
+
+    objective = section(text, "Objective")
+    assert objective.startswith("- Caroline and Melanie talk on 8 May 2023 about Okafor")
+    assert "oaxaca" not in objective.lower() and "okafor, okafor" not in objective.lower()
+
+
 async def test_system_prompts_and_code_fences_are_not_mistaken_for_events() -> None:
     messages = stored(
         [
