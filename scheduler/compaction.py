@@ -187,10 +187,9 @@ async def _summarize_leaves(
     return background
 
 
-async def _persist(store: MemoryStore, batch: Sequence[NewSummary], progress: _Progress) -> list[Summary]:
+async def _persist(store: MemoryStore, batch: Sequence[NewSummary], progress: _Progress) -> None:
     """Write one batch of summaries of one level in one transaction and record them."""
-    written = await store.persist_summaries(batch)
-    for summary in written:
+    for summary in await store.persist_summaries(batch):
         progress.summary_ids.append(summary.id)
         progress.escalations += summary.level > 1
         logger.debug(
@@ -201,7 +200,6 @@ async def _persist(store: MemoryStore, batch: Sequence[NewSummary], progress: _P
             summary.first_seq,
             summary.last_seq,
         )
-    return written
 
 
 def _contiguous_runs(chunk: Sequence[Message]) -> list[list[Message]]:

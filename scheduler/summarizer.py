@@ -6,9 +6,10 @@ OpenAI-compatible endpoint). The compaction engine only knows this protocol.
 
 A summarizer sees one chunk, so by itself it cannot tell a word the whole thread keeps
 using from one that marks this chunk. The engine therefore hands it a `Background`:
-in how many of the thread's messages each word occurs, counted once per compaction
-call over the messages it has already read (the uncovered backlog, the whole thread
-when a transcript is imported and compacted at once), so it costs no query.
+in how many of the thread's messages (those said, not tool calls and results) each
+word occurs, counted once per compaction call over the messages it has already read
+(the uncovered backlog, the whole thread when a transcript is imported and compacted
+at once), so it costs no query.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from palimpsest.graph_schema.identity import words
-from palimpsest.graph_schema.models import Message, Summary
+from palimpsest.graph_schema.models import Message, Role, Summary
 
 #: Characters of each message counted: a long tool output says no more about which
 #: words are common than its head does, and counting it all would make compaction slow.
@@ -53,8 +54,17 @@ class Background:
 
     @classmethod
     def of_messages(cls, messages: Sequence[Message]) -> Background:
-        """Count each lowercased word once per message (of its first `BACKGROUND_SCAN_CHARS`)."""
-        words_of = {m.id: frozenset(words(m.content[:BACKGROUND_SCAN_CHARS].lower())) for m in messages}
+        """Count each lowercased word once per message said (of its first `BACKGROUND_SCAN_CHARS`).
+
+        Tool calls and their results are not counted: the terms a checkpoint names are
+        drawn from what people and the agent said, so that is what they are common or
+        rare in, and leaving out tool output halves the cost on a coding session.
+        """
+        words_of = {
+            m.id: frozenset(words(m.content[:BACKGROUND_SCAN_CHARS].lower()))
+            for m in messages
+            if m.tool_call_id is None and m.role != Role.tool
+        }
         frequencies: Counter[str] = Counter()
         for found in words_of.values():
             frequencies.update(found)
