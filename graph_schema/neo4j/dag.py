@@ -99,7 +99,8 @@ class Neo4jDag(Neo4jBase):
         The children are read (without their content), checked and found uncovered
         inside the same transaction that writes the summaries, after the lock is taken,
         so of two compactions of the same children exactly one succeeds and the other
-        gets `Conflict`. Two statements whatever the batch's size: one read, one write.
+        gets `Conflict`. Two statements whatever the batch's size, one read and one
+        write (a second read only when a child is not of the kind its level expects).
         """
         check_summary_batch(summaries)
         first = summaries[0]
@@ -107,21 +108,28 @@ class Neo4jDag(Neo4jBase):
         ids = [identity.summary_id(s.partition, s.thread_id, s.level, s.child_ids) for s in summaries]
 
         async def work(tx: AsyncManagedTransaction) -> list[Summary]:
-            rows = await self._run(
-                tx,
-                q.SUMMARY_BATCH_LOCK,
-                thread_id=first.thread_id,
-                partition=first.partition,
-                child_ids=[child_id for summary in summaries for child_id in summary.child_ids],
-                summary_ids=ids,
-            )
-            one_thread(rows, first.thread_id)
             found: dict[str, tuple[Message | Summary, bool]] = {}
-            for child in rows[0]["messages"]:
-                found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
-            for child in rows[0]["summaries"]:
-                node = _summary(child)
-                found[node.id] = (node, node.parent_id is not None)
+            wanted = [child_id for summary in summaries for child_id in summary.child_ids]
+            # The children are sought as the level says; any not found are sought as the
+            # other kind, so a child of the wrong level is refused as such, not as missing.
+            lookups = [q.SUMMARY_BATCH_LOCK_MESSAGES, q.SUMMARY_BATCH_LOCK_SUMMARIES]
+            for query in lookups if first.level == 1 else lookups[::-1]:
+                rows = await self._run(
+                    tx,
+                    query,
+                    thread_id=first.thread_id,
+                    partition=first.partition,
+                    child_ids=[child_id for child_id in wanted if child_id not in found],
+                    summary_ids=ids,
+                )
+                one_thread(rows, first.thread_id)
+                for child in rows[0]["messages"]:
+                    found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
+                for child in rows[0]["summaries"]:
+                    node = _summary(child)
+                    found[node.id] = (node, node.parent_id is not None)
+                if len(found) == len(wanted):
+                    break
             existing = set(rows[0]["existing"])
             derived: list[Summary] = []
             for summary in summaries:
