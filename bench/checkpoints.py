@@ -16,6 +16,14 @@ Two measures of the extractive summarizer, each beside a baseline or a goal:
    content word of it) still appear in the level-1 checkpoints of the chunks holding
    its evidence, and in a truncation of those chunks to the same length? Goal: the
    checkpoint keeps at least 1.5x the truncation's answers.
+3. Distinctiveness of "Expand for details about", on both corpora, before (the chunk
+   alone, as the summarizer saw it until it was given the thread) and after (the
+   thread's `Background`, as compaction of an imported session or conversation hands
+   it over): how many of the thread's messages hold each term (mean share, and the
+   share of terms in at most 5 % of them), for LoCoMo how many terms occur in the
+   chunk's own evidence turns (what the questions ask about), and how many terms are
+   chat filler ("great", "really", "something", "always"; goal: none). For LoCoMo the
+   thread is the whole conversation, every session of it.
 
     .venv/bin/python bench/checkpoints.py
     .venv/bin/python bench/checkpoints.py --sessions 2 --turns 20   # a quick look
@@ -42,8 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from palimpsest.graph_schema.identity import estimate_tokens  # noqa: E402
 from palimpsest.graph_schema.models import Message, Role, Summary  # noqa: E402
 from palimpsest.scheduler.config import CompactionSettings  # noqa: E402
-from palimpsest.scheduler.extractive import ExtractiveSummarizer  # noqa: E402
+from palimpsest.scheduler.extractive import EXPAND_PREFIX, ExtractiveSummarizer  # noqa: E402
 from palimpsest.scheduler.planner import plan_escalation, plan_leaf_chunks  # noqa: E402
+from palimpsest.scheduler.summarizer import Background  # noqa: E402
 from tests.agent_sessions import Truth, claude_code_lines, codex_lines, parsed_messages, stored  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -53,6 +62,63 @@ CATEGORIES = (1, 2, 3, 4)
 _RAW_JSON = re.compile(r"\{\s*\"[^\"]*\"\s*:")
 _ANSWER_STOPWORDS = frozenset("a an the of and or in on at to for with by from is was be her his their".split())
 _EVIDENCE = re.compile(r"^D(\d+):0*(\d+)$")
+#: A term in at most this share of the thread's messages counts as rare there.
+RARE_SHARE = 0.05
+#: Words of small talk that name nothing: an "Expand for details about" line holding one failed.
+CHAT_FILLER = frozenset(
+    """
+    great really something always awesome amazing cool nice good thanks thank totally definitely glad love wow
+    yeah hey hi hello sure okay ok lol haha hope guess wanna gonna looks taking maybe anyway btw
+    """.split()
+)
+
+
+@dataclass
+class Distinctiveness:
+    """How telling the "Expand for details about" terms of level-1 checkpoints are, against their thread."""
+
+    checkpoints: int = 0
+    terms: int = 0
+    share_sum: float = 0.0
+    rare: int = 0
+    in_evidence: int = 0
+    evidence_terms: int = 0
+    filler: list[str] = field(default_factory=list)
+
+    def add(self, text: str, background: Background, evidence: str | None = None) -> None:
+        """Score the expand line of one checkpoint; ``evidence`` is the text of the chunk's evidence turns."""
+        self.checkpoints += 1
+        evidence_words = _words(evidence) if evidence else None
+        for term in expand_terms(text):
+            share = background.share(term)
+            self.terms += 1
+            self.share_sum += share
+            self.rare += share <= RARE_SHARE
+            if term.lower().strip("'.") in CHAT_FILLER:
+                self.filler.append(term)
+            if evidence_words is not None:
+                self.evidence_terms += 1
+                self.in_evidence += bool(_words(term)) and _words(term) <= evidence_words
+
+    @property
+    def mean_share(self) -> float:
+        return self.share_sum / self.terms if self.terms else 0.0
+
+    @property
+    def rare_share(self) -> float:
+        return self.rare / self.terms if self.terms else 0.0
+
+    @property
+    def evidence_share(self) -> float | None:
+        return self.in_evidence / self.evidence_terms if self.evidence_terms else None
+
+
+def expand_terms(text: str) -> list[str]:
+    """The terms of a checkpoint's "Expand for details about" line."""
+    for line in text.splitlines():
+        if line.startswith(EXPAND_PREFIX):
+            return [term.strip() for term in line[len(EXPAND_PREFIX) :].split(",") if term.strip()]
+    return []
 
 
 @dataclass
@@ -83,6 +149,8 @@ class CodingResult:
     summaries: int = 0
     with_json: int = 0
     scores: dict[str, Score] = field(default_factory=lambda: {n: Score() for n in ("files", "commands", "failures")})
+    before: Distinctiveness = field(default_factory=Distinctiveness)
+    after: Distinctiveness = field(default_factory=Distinctiveness)
 
 
 def section(text: str, name: str) -> list[str]:
@@ -139,11 +207,14 @@ async def measure_coding(fmt: str, sessions: int, turns: int, folder: Path) -> C
         lines, truth = write(turns, seed=seed, session=f"{fmt}-{seed}")
         messages = stored(parsed_messages(lines, folder / f"{fmt}-{seed}.jsonl", fmt), thread_id=f"{fmt}-{seed}")
         result.messages += len(messages)
+        background = Background.of_messages(messages)
         level: list[Summary] = []
         for chunk in plan_leaf_chunks(messages, config, force=True):
-            text = (await summarizer.summarize_messages(chunk)).text
+            text = (await summarizer.summarize_messages(chunk, background=background)).text
             result.chunks += 1
             score_chunk(result, chunk, text, truth)
+            result.after.add(text, background)
+            result.before.add((await summarizer.summarize_messages(chunk)).text, background)
             level.append(_as_summary(text, chunk[0].seq, chunk[-1].seq, 1, chunk[0].created_at))
         texts = [summary.text for summary in level]
         depth = 1
@@ -151,7 +222,7 @@ async def measure_coding(fmt: str, sessions: int, turns: int, folder: Path) -> C
             depth += 1
             upper: list[Summary] = []
             while (run := plan_escalation(level, config)) is not None:
-                text = (await summarizer.summarize_summaries(run, depth)).text
+                text = (await summarizer.summarize_summaries(run, depth, background=background)).text
                 upper.append(_as_summary(text, run[0].first_seq, run[-1].last_seq, depth, run[0].earliest_at))
                 level = level[len(run) :]
             texts += [summary.text for summary in upper]
@@ -195,6 +266,8 @@ class LocomoResult:
     chunks: int = 0
     summary_chars: int = 0
     source_chars: int = 0
+    before: Distinctiveness = field(default_factory=Distinctiveness)
+    after: Distinctiveness = field(default_factory=Distinctiveness)
 
     @property
     def ratio(self) -> float:
@@ -223,25 +296,34 @@ async def measure_locomo(path: Path, limit: int | None) -> LocomoResult:
         where: dict[str, tuple[int, int]] = {}  # dia_id -> (session, chunk index)
         summaries: dict[tuple[int, int], str] = {}
         truncations: dict[tuple[int, int], str] = {}
+        sessions: list[list[Message]] = []
         session = 1
         while f"session_{session}" in talk:
             start = datetime.strptime(talk[f"session_{session}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
             turns = talk[f"session_{session}"]
-            messages = [
-                _turn_message(turn, index, start + timedelta(seconds=index), turn["speaker"] == speaker_a, session)
-                for index, turn in enumerate(turns)
-            ]
+            sessions.append(
+                [
+                    _turn_message(turn, index, start + timedelta(seconds=index), turn["speaker"] == speaker_a, session)
+                    for index, turn in enumerate(turns)
+                ]
+            )
+            session += 1
+        background = Background.of_messages([message for turns in sessions for message in turns])
+        evidence_ids = {e for item in sample["qa"] for e in _evidence(item.get("evidence", []))}
+        for session, messages in enumerate(sessions, start=1):
             for number, chunk in enumerate(plan_leaf_chunks(messages, config, force=True)):
-                text = (await summarizer.summarize_messages(chunk)).text
+                text = (await summarizer.summarize_messages(chunk, background=background)).text
                 source = "\n".join(f"{m.metadata['speaker']}: {m.content}" for m in chunk)
                 summaries[(session, number)] = text
                 truncations[(session, number)] = source[: len(text)]
                 result.chunks += 1
                 result.summary_chars += len(text)
                 result.source_chars += len(source)
+                evidence = " ".join(m.content for m in chunk if m.metadata["dia_id"] in evidence_ids)
+                result.after.add(text, background, evidence)
+                result.before.add((await summarizer.summarize_messages(chunk)).text, background, evidence)
                 for message in chunk:
                     where[message.metadata["dia_id"]] = (session, number)
-            session += 1
         for item in sample["qa"]:
             if item.get("category") not in CATEGORIES or "answer" not in item:
                 continue
@@ -323,6 +405,25 @@ def locomo_table(result: LocomoResult, name: str) -> Table:
     return table
 
 
+def distinctiveness_table(rows: list[tuple[str, Distinctiveness, Distinctiveness]]) -> Table:
+    """Expand terms before (the chunk alone) and after (the thread's background), per corpus."""
+    table = Table(title='"Expand for details about" against the whole thread: the chunk alone / with the thread')
+    for column in ("corpus", "checkpoints", "terms", "mean share of thread messages", f"terms in <= {RARE_SHARE:.0%}",
+                   "terms in the chunk's evidence", "chat filler terms"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "corpus" else "right")
+    for name, before, after in rows:
+        evidence = [d.evidence_share for d in (before, after)]
+        filler = [", ".join(d.filler[:4]) or "none" for d in (before, after)]
+        table.add_row(
+            name, f"{after.checkpoints}", f"{before.terms} / {after.terms}",
+            f"{100 * before.mean_share:.1f} / {100 * after.mean_share:.1f} %",
+            f"{100 * before.rare_share:.1f} / {100 * after.rare_share:.1f} %",
+            " / ".join("-" if e is None else f"{100 * e:.1f}" for e in evidence) + ("" if None in evidence else " %"),
+            f"{len(before.filler)} ({filler[0]}) / {len(after.filler)} ({filler[1]})",
+        )  # fmt: skip
+    return table
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -350,6 +451,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=200)
     console.print(coding_table(coding))
     console.print(locomo_table(locomo, args.data.stem))
+    rows = [(f"{result.fmt} sessions", result.before, result.after) for result in coding]
+    console.print(distinctiveness_table([*rows, (f"LoCoMo {args.data.stem}", locomo.before, locomo.after)]))
 
 
 if __name__ == "__main__":

@@ -177,6 +177,23 @@ def derive_summary(new: NewSummary, children: Sequence[Message | Summary], creat
     )
 
 
+def check_summary_batch(summaries: Sequence[NewSummary]) -> None:
+    """Refuse a batch `persist_summaries` cannot write as one step: empty, mixed, or covering a child twice.
+
+    Why one level of one thread: every child must already be stored (a summary of the
+    batch cannot cover another of it), and the backends lock one thread per batch.
+    """
+    if not summaries:
+        raise InvalidInput("persist_summaries needs at least one summary")
+    first = summaries[0]
+    for summary in summaries:
+        if (summary.level, summary.thread_id, summary.partition) != (first.level, first.thread_id, first.partition):
+            raise InvalidInput("a batch of summaries must be of one level of one thread")
+    children = [child_id for summary in summaries for child_id in summary.child_ids]
+    if len(set(children)) != len(children):
+        raise InvalidInput("two summaries of a batch cannot cover the same child")
+
+
 def _earliest(node: Message | Summary) -> Any:
     return node.created_at if isinstance(node, Message) else node.earliest_at
 

@@ -191,6 +191,22 @@ class MemoryStore(Protocol):
         """
         ...
 
+    async def persist_summaries(self, summaries: Sequence[NewSummary]) -> list[Summary]:
+        """Write several summaries of one level of one thread in one transaction, all or none.
+
+        Each is checked and derived as `persist_summary` does, against what is stored
+        before the call (a summary of the batch cannot cover another of it). Why: on a
+        server store each transaction costs a commit and an index refresh, so the
+        compaction engine writes its summaries in batches; a crash still leaves whole
+        summaries or none. Returns them in the order given.
+
+        :raises InvalidInput: if the batch is empty, mixes levels, threads or
+            partitions, or covers one child twice; and as `persist_summary`.
+        :raises NotFound: as `persist_summary`.
+        :raises Conflict: as `persist_summary`.
+        """
+        ...
+
     async def get_summary(self, partition: str | None, summary_id: str) -> Summary:
         """One summary with its ordered ``child_ids`` and its ``parent_id``.
 

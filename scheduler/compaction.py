@@ -3,9 +3,11 @@
 It exists so that an agent's context stays small while nothing is lost: old messages
 become level-1 summaries, and runs of ``escalation_fanin`` summaries of one level become
 one summary a level up, until no level has a full run left. The engine only decides
-*what* to summarize (with the planner) and *who* writes the text (a `Summarizer`); the
-store derives everything else and writes each summary in its own transaction, so a
-crash leaves whole summaries or none.
+*what* to summarize (with the planner) and *who* writes the text (a `Summarizer`, given
+the thread's word `Background`, counted from the messages the engine has read anyway);
+the store derives everything else and writes the summaries in batches of at most
+`PERSIST_BATCH`, each batch one transaction, so a crash leaves whole summaries or none,
+and a server store pays one commit per batch rather than per summary.
 
 Several processes may compact the same thread at once (every IDE runs its own server).
 Summary ids are derived from their children, so two processes plan the same summary;
@@ -26,13 +28,17 @@ from palimpsest.graph_schema.models import Message, NewSummary, Summary
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.planner import plan_escalation, plan_leaf_chunks
-from palimpsest.scheduler.summarizer import Summarizer
+from palimpsest.scheduler.summarizer import Background, Summarizer
 
 logger = logging.getLogger(__name__)
 
 #: Awaited between summaries so background compaction can yield to foreground work
 #: (or stop at a clean point on shutdown, by raising).
 Pause = Callable[[], Awaitable[None]]
+
+#: Summaries written per transaction. Why a bound: a batch is lost whole if the process
+#: dies before it commits, and a tool call waiting for the store waits behind one batch.
+PERSIST_BATCH = 64
 
 
 class CompactionResult(BaseModel):
@@ -87,7 +93,9 @@ async def compact_thread(
         force: Summarize every uncovered message outside the fresh tail, even below
             the threshold.
         pause: Awaited before each summary is drafted; the maintenance loop uses it to
-            yield to tool calls, and to stop between summaries (by raising) on shutdown.
+            yield to tool calls, and to stop between summaries (by raising) on shutdown;
+            drafts not yet written when it raises are dropped, their sources stay
+            uncovered for the next call.
 
     Returns:
         ``compacted`` with the summaries written, ``nothing_to_do`` when nothing
@@ -100,8 +108,8 @@ async def compact_thread(
     await store.get_thread(partition, thread_id)
     progress = _Progress()
     try:
-        await _summarize_leaves(store, partition, thread_id, config, summarizer, force, progress, pause)
-        await _escalate(store, partition, thread_id, config, summarizer, progress, pause)
+        background = await _summarize_leaves(store, partition, thread_id, config, summarizer, force, progress, pause)
+        await _escalate(store, partition, thread_id, config, summarizer, background, progress, pause)
     except Conflict as exc:
         logger.info(
             "compaction of thread %s is busy (another process got there first): %s; %d summaries written",
@@ -131,17 +139,23 @@ async def _summarize_leaves(
     force: bool,
     progress: _Progress,
     pause: Pause | None,
-) -> None:
-    """Write one level-1 summary per planned chunk, oldest first."""
+) -> Background:
+    """Write one level-1 summary per planned chunk, oldest first, in batches.
+
+    Returns the thread's background, counted over the uncovered messages just read
+    (fresh tail included), for escalation to use too.
+    """
     uncovered = await store.uncovered_messages(partition, thread_id)
     chunks = [run for chunk in plan_leaf_chunks(uncovered, config, force=force) for run in _contiguous_runs(chunk)]
+    background = Background.of_messages(uncovered)  # counted once, after planning, from what was read
     if chunks:
         logger.info("thread %s: %d uncovered messages, %d leaf chunks", thread_id, len(uncovered), len(chunks))
-    for index, chunk in enumerate(chunks, start=1):
+    batch: list[NewSummary] = []
+    for chunk in chunks:
         if pause is not None:
             await pause()
         source_tokens = sum(message.tokens for message in chunk)
-        draft = await summarizer.summarize_messages(chunk)
+        draft = await summarizer.summarize_messages(chunk, background=background)
         tokens = estimate_tokens(draft.text)
         if tokens >= source_tokens or not draft.text.strip():
             # A chunk too small to shrink is better left verbatim than summarized by nothing.
@@ -154,7 +168,7 @@ async def _summarize_leaves(
                 source_tokens,
             )
             continue
-        summary = await store.persist_summary(
+        batch.append(
             NewSummary(
                 thread_id=thread_id,
                 partition=partition,
@@ -165,15 +179,26 @@ async def _summarize_leaves(
                 child_ids=[message.id for message in chunk],
             )
         )
+        if len(batch) == PERSIST_BATCH:
+            await _persist(store, batch, progress)
+            batch = []
+    if batch:
+        await _persist(store, batch, progress)
+    return background
+
+
+async def _persist(store: MemoryStore, batch: Sequence[NewSummary], progress: _Progress) -> None:
+    """Write one batch of summaries of one level in one transaction and record them."""
+    for summary in await store.persist_summaries(batch):
         progress.summary_ids.append(summary.id)
+        progress.escalations += summary.level > 1
         logger.debug(
-            "thread %s: L1 %s over seq %d-%d (%d/%d)",
-            thread_id,
+            "thread %s: L%d %s over seq %d-%d",
+            summary.thread_id,
+            summary.level,
             summary.id,
             summary.first_seq,
             summary.last_seq,
-            index,
-            len(chunks),
         )
 
 
@@ -199,43 +224,45 @@ async def _escalate(
     thread_id: str,
     config: CompactionSettings,
     summarizer: Summarizer,
+    background: Background,
     progress: _Progress,
     pause: Pause | None,
 ) -> None:
     """Merge full runs of uncovered summaries, level by level, until none is left.
 
     The highest level is read from the frontier (the top of every chain is in it), so
-    runs left behind at any level by an earlier interrupted call are found too.
+    runs left behind at any level by an earlier interrupted call are found too. The
+    runs of one level are disjoint, so they are drafted first and written in batches.
     """
     top_level = max((item.level for item in await store.frontier(partition, thread_id)), default=0)
     level = 1
     while level <= top_level:
         pending = await store.uncovered_summaries(partition, thread_id, level)
+        batch: list[NewSummary] = []
         while (run := plan_escalation(pending, config)) is not None:
             if pause is not None:
                 await pause()
-            summary = await _persist_escalation(store, partition, thread_id, run, level + 1, summarizer)
-            if summary is None:
-                break
-            progress.summary_ids.append(summary.id)
-            progress.escalations += 1
-            top_level = max(top_level, summary.level)
             merged = {child.id for child in run}
             pending = [candidate for candidate in pending if candidate.id not in merged]
+            draft = await _escalation_draft(thread_id, run, level + 1, summarizer, background)
+            if draft is None:
+                break
+            batch.append(draft)
+            if len(batch) == PERSIST_BATCH:
+                await _persist(store, batch, progress)
+                batch = []
+        if batch:
+            await _persist(store, batch, progress)
+            top_level = max(top_level, level + 1)
         level += 1
 
 
-async def _persist_escalation(
-    store: MemoryStore,
-    partition: str,
-    thread_id: str,
-    run: Sequence[Summary],
-    level: int,
-    summarizer: Summarizer,
-) -> Summary | None:
-    """Write one summary over a run of summaries, or None when the draft is empty or not shorter."""
+async def _escalation_draft(
+    thread_id: str, run: Sequence[Summary], level: int, summarizer: Summarizer, background: Background
+) -> NewSummary | None:
+    """One summary over a run of summaries, or None when the draft is empty or not shorter."""
     source_tokens = sum(summary.tokens for summary in run)
-    draft = await summarizer.summarize_summaries(run, level)
+    draft = await summarizer.summarize_summaries(run, level, background=background)
     tokens = estimate_tokens(draft.text)
     if tokens >= source_tokens or not draft.text.strip():
         logger.warning(
@@ -249,16 +276,13 @@ async def _persist_escalation(
             source_tokens,
         )
         return None
-    summary = await store.persist_summary(
-        NewSummary(
-            thread_id=thread_id,
-            partition=partition,
-            level=level,
-            text=draft.text,
-            tokens=tokens,
-            summarizer=draft.summarizer,
-            child_ids=[child.id for child in run],
-        )
+    first = run[0]
+    return NewSummary(
+        thread_id=first.thread_id,
+        partition=first.partition,
+        level=level,
+        text=draft.text,
+        tokens=tokens,
+        summarizer=draft.summarizer,
+        child_ids=[child.id for child in run],
     )
-    logger.debug("thread %s: L%d %s over seq %d-%d", thread_id, level, summary.id, summary.first_seq, summary.last_seq)
-    return summary

@@ -15,7 +15,10 @@ It is what most users get, so it must be good on its own:
   when and about what, and its most informative sentences as dated events, relative
   dates ("yesterday", "last year") resolved against the message's time;
 - "Expand for details about" names the identifiers, paths, error names and proper
-  nouns the checkpoint leaves out, never common words.
+  nouns the checkpoint leaves out, never common words: ranked by how often the chunk
+  uses them times how rare they are in the thread (the engine's `Background`), and a
+  term found in more than `COMMON_SHARE` of the thread's messages is left out however
+  often the chunk uses it (a speaker's name, the project's main module, "I'd").
 
 Escalated checkpoints merge their children's sections (`checkpoint_text.merge_checkpoints`).
 Same input, same text: no randomness, no set iteration, no clock. A summary is always
@@ -50,12 +53,14 @@ from palimpsest.scheduler.session_facts import (
     describe_command,
     extract_facts,
 )
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 
 __all__ = [
+    "COMMON_SHARE",
     "EXPAND_PREFIX",
     "SECTIONS",
     "ExtractiveSummarizer",
+    "distinctive",
     "extract_checkpoint",
     "parse_checkpoint",
     "target_tokens",
@@ -67,6 +72,10 @@ _SCAN_CHARS = 8000
 _OBJECTIVE_CHARS = 260
 #: Latest assistant texts searched for a statement of where the work stands.
 _STATE_LOOKBACK = 3
+#: A term in more than this share of the thread's messages is common there, not distinctive.
+COMMON_SHARE = 0.08
+#: A background of fewer messages is too small to call a term common.
+_MIN_BACKGROUND = 12
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _BULLET_RE = re.compile(r"^\s*(?:#{1,6}\s+|[-*•>]\s+|\d+[.)]\s+)+")
@@ -113,7 +122,7 @@ _STOPWORDS = frozenset(
     make makes made get gets got going gonna want wanted know knew think thought feel feels felt see saw look
     looking say said tell told let lets can't don't didn't i'm it's that's you're i've i'll we're they're there's
     what's let's isn't wasn't aren't couldn't wouldn't doesn't haven't hasn't ever one two new day days year
-    years today yesterday tomorrow week weeks month months
+    years today yesterday tomorrow week weeks month months btw lol omg haha hmm
     """.split()
 )
 _MONTHS = "January February March April May June July August September October November December".split()
@@ -145,34 +154,63 @@ class ExtractiveSummarizer:
 
     name = "extractive"
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         """An L1 checkpoint of a run of messages, fitted under ``target_tokens``.
 
         Why never raising: it is the fallback of every other summarizer, so it must
         produce a draft for any content (see the module docstring for tiny sources).
         """
         budget = target_tokens(sum(message.tokens for message in messages), 1)
-        return SummaryDraft(text=fit(extract_checkpoint(messages, budget), budget), summarizer=self.name)
+        checkpoint = extract_checkpoint(messages, budget, background=background)
+        return SummaryDraft(text=fit(checkpoint, budget), summarizer=self.name)
 
-    async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
-        """A level-``level`` checkpoint merging its children's sections, fitted under budget."""
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
+        """A level-``level`` checkpoint merging its children's sections, fitted under budget.
+
+        The children's topics are ranked again against the thread: what was rare in
+        one chunk may be common across the run being merged.
+        """
         budget = target_tokens(sum(summary.tokens for summary in summaries), level)
         checkpoint = merge_checkpoints([parse_checkpoint(summary.text) for summary in summaries])
+        checkpoint.topics = distinctive(Counter(dict.fromkeys(checkpoint.topics, 1)), background)
         return SummaryDraft(text=fit(checkpoint, budget), summarizer=self.name)
 
 
-def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TARGET) -> Checkpoint:
+def distinctive(counts: Counter[str], background: Background | None, *, limit: int = 24) -> list[str]:
+    """The terms that mark a chunk against the rest of its thread, most telling first.
+
+    ``background`` is the thread without the chunk (`Background.elsewhere`). A term's
+    worth is how often the chunk uses it times its inverse document frequency there; a
+    term in more than `COMMON_SHARE` of a background of at least `_MIN_BACKGROUND`
+    messages is dropped. Without one (or with too small a one), the chunk's own counts
+    decide. Ties keep the order of first appearance (``counts`` is insertion ordered).
+    """
+    if background is None or background.documents < _MIN_BACKGROUND:
+        return sorted(counts, key=lambda term: -counts[term])[:limit]
+    kept = [term for term in counts if background.share(term) <= COMMON_SHARE]
+    return sorted(kept, key=lambda term: -counts[term] * background.weight(term))[:limit]
+
+
+def extract_checkpoint(
+    messages: Sequence[Message], budget_tokens: int = _MAX_TARGET, *, background: Background | None = None
+) -> Checkpoint:
     """The checkpoint of a run of messages: structural facts first, then the conversation's own words.
 
     ``budget_tokens`` only bounds how many events a conversation without tools keeps;
-    `fit` enforces the budget on the whole.
+    `fit` enforces the budget on the whole. ``background`` says which words are common
+    in the thread, these messages included (see `distinctive`).
     """
     facts = extract_facts(messages)
     checkpoint = Checkpoint()
     sections = checkpoint.sections
     talk = [m for m in messages if m.id not in facts.structural_ids and m.role != Role.system and m.content.strip()]
     speakers = _speakers(talk)
-    _objective(checkpoint, facts, talk, speakers)
+    elsewhere = background.elsewhere(messages) if background is not None else None
+    _objective(checkpoint, facts, talk, speakers, elsewhere)
     _from_facts(checkpoint, facts)
     people_talking = facts.tool_calls == 0 and _named(talk, speakers)
     for message in [] if people_talking else talk:
@@ -185,7 +223,7 @@ def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TA
     if not people_talking:
         sections["Current state"] = _current_state(talk) + sections["Current state"]
     checkpoint.lead = next((_first_sentence(m.content) for m in talk), "")
-    checkpoint.topics = _topics(facts, talk, speakers)
+    checkpoint.topics = _topics(facts, talk, speakers, elsewhere)
     tidy(checkpoint)
     if not facts.structural_ids and talk:
         room = 4 * budget_tokens - len(render(checkpoint)) - 40
@@ -193,14 +231,23 @@ def extract_checkpoint(messages: Sequence[Message], budget_tokens: int = _MAX_TA
     return checkpoint
 
 
-def _objective(checkpoint: Checkpoint, facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> None:
-    """The user's first request (the last one pinned in next steps), or who talks about what."""
+def _objective(
+    checkpoint: Checkpoint,
+    facts: SessionFacts,
+    talk: Sequence[Message],
+    speakers: list[str],
+    elsewhere: Background | None,
+) -> None:
+    """The user's first request (the last one pinned in next steps), or who talks about what.
+
+    What people talk about is what they come back to here and less elsewhere in the thread.
+    """
     sections = checkpoint.sections
     requests = facts.requests
     if facts.tool_calls == 0 and _named(talk, speakers):
         first, last = talk[0].created_at, talk[-1].created_at
         when = _day(first) if first.date() == last.date() else f"{_day(first)} to {_day(last)}"
-        about = _chat_topics(talk, speakers)
+        about = _chat_topics(talk, speakers, elsewhere)
         people = " and ".join(speakers) if len(speakers) <= 3 else ", ".join(speakers)
         sections["Objective"].append(f"{people} talk on {when}" + (f" about {', '.join(about)}" if about else ""))
         return
@@ -297,8 +344,10 @@ def _classify(sentence: str) -> str | None:
 # -- what the checkpoint leaves out, and conversations without tools ----------------------------
 
 
-def _topics(facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -> list[str]:
-    """Identifiers, paths, error names and proper nouns of the chunk, most frequent first.
+def _topics(
+    facts: SessionFacts, talk: Sequence[Message], speakers: list[str], background: Background | None
+) -> list[str]:
+    """Identifiers, paths, error names and proper nouns of the chunk, most distinctive first.
 
     Only from what the people and the assistant wrote and from the failed calls' errors,
     never from the output of a file that was read. A word counts when its shape says it
@@ -319,8 +368,7 @@ def _topics(facts: SessionFacts, talk: Sequence[Message], speakers: list[str]) -
         for term in _proper_nouns(talk, speakers):
             counts[term] += 1
     counts.update(facts.read[10:])
-    ranked = sorted(counts, key=lambda term: -counts[term])  # stable: first appearance breaks ties
-    return ranked[:24]
+    return distinctive(counts, background)
 
 
 def _technical(word: str) -> bool:
@@ -361,28 +409,44 @@ def _speaker(message: Message) -> str:
 
 
 def _proper_nouns(talk: Sequence[Message], speakers: list[str]) -> Iterator[str]:
-    """Capitalised words inside sentences (not their first word), speakers and months left out."""
+    """Capitalised words inside sentences, speakers and months left out.
+
+    A word opening a sentence is capitalised whatever it is ("Taking", "Hope"), so a
+    word after one that ends a sentence (``.!?:``, a closing bracket, an emoji) is
+    skipped too: short sentences are joined to the next, and chats end lines in emoji.
+    """
     skip = {*speakers, "I", *_MONTHS, *_WEEKDAYS}
     for message in talk:
         for sentence in _sentences(_SPEAKER_PREFIX.sub("", message.content)):
             words = sentence.split()
-            for word in words[1:]:
+            for previous, word in zip(words, words[1:], strict=False):
+                if previous[-1] in ".!?:;)" or not previous[-1].isalnum() and previous[-1] not in ",'\"":
+                    continue
                 word = word.strip(".,!?;:\"'()[]")
                 if len(word) > 2 and word[0].isupper() and word not in skip and word.lower() not in _STOPWORDS:
                     yield word
 
 
-def _chat_topics(talk: Sequence[Message], speakers: list[str]) -> list[str]:
-    """The few words a conversation keeps coming back to: proper nouns, then repeated content words."""
-    counts: Counter[str] = Counter(_proper_nouns(talk, speakers))
+def _chat_topics(talk: Sequence[Message], speakers: list[str], elsewhere: Background | None) -> list[str]:
+    """The few words a conversation keeps coming back to: proper nouns, then repeated content words.
+
+    Counted case-blind (a name keeps its capitals), at least twice, then ranked as
+    `distinctive` ranks terms against the rest of the thread.
+    """
+    counts: Counter[str] = Counter()
+    shown: dict[str, str] = {}
+    for name in _proper_nouns(talk, speakers):
+        shown.setdefault(name.lower(), name)
+        counts[name.lower()] += 1
     lowered = {name.lower() for name in speakers}
     for message in talk:
         for word in _WORD_RE.findall(message.content):
             key = word.lower()
             if len(key) >= 5 and key not in _STOPWORDS and key not in lowered and not key[0].isdigit():
+                shown.setdefault(key, key)
                 counts[key] += 1
-    frequent = [term for term in counts if counts[term] >= 2]
-    return sorted(frequent, key=lambda term: -counts[term])[:5]
+    frequent = Counter({shown[key]: count for key, count in counts.items() if count >= 2})
+    return distinctive(frequent, elsewhere, limit=5)
 
 
 def _events(talk: Sequence[Message], speakers: list[str], room: int) -> list[str]:

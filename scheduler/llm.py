@@ -7,8 +7,11 @@ instead is `scheduler/summarizers.py`'s job.
 
 The model starts from what is certain: the facts read from the tool calls
 (`palimpsest.scheduler.session_facts`: files modified and read, commands and their exit
-status, failed calls, the user's requests) go beside the messages, and it writes the
-same sections as the extractive summarizer, so that either can merge the other's.
+status, failed calls, the user's requests) go beside the messages, with the terms that
+mark the chunk against the rest of the thread (the engine's `Background`, ranked as the
+extractive summarizer ranks them) for its "Expand for details about" line, and it
+writes the same sections as the extractive summarizer, so that either can merge the
+other's.
 
 Transcripts are untrusted: a message may well say "ignore your instructions". The
 prompt fences the input and tells the model it is data to summarize, never
@@ -27,15 +30,17 @@ import openai
 from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
 from palimpsest.graph_schema.models import Message, Summary
 from palimpsest.scheduler.config import LlmSettings
-from palimpsest.scheduler.extractive import SECTIONS, target_tokens
+from palimpsest.scheduler.extractive import SECTIONS, extract_checkpoint, target_tokens
 from palimpsest.scheduler.session_facts import extract_facts, render_facts
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 
 #: Sent as the key when none is configured: local servers (Ollama, vLLM) ignore it.
 PLACEHOLDER_API_KEY = "palimpsest-no-key"
 #: Longest message content sent as is; longer ones keep their head and tail.
 MAX_MESSAGE_CHARS = 12000
 _TAIL_CHARS = 2000
+#: Distinctive terms offered to the model for its "Expand for details about" line.
+_RARE_TERMS = 12
 _THINK_RE = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
 _FENCE_CLOSE = re.compile(r"</\s*(transcript|facts)\s*>", re.IGNORECASE)
 
@@ -51,7 +56,9 @@ _RULES = (
     "The facts between <facts> and </facts> were read from the tool calls and are certain: "
     "start from them. '## Events' is for conversations between people: dated events. Keep exact file "
     "paths, commands, identifiers and error messages. End with one line "
-    "'Expand for details about: topic, topic' naming details you left out. "
+    "'Expand for details about: topic, topic' naming details you left out that mark this part "
+    "of the conversation (files, identifiers, error names, proper nouns; the facts list the terms "
+    "that mark this part), never common words. "
     "Leave out a section that would be empty. Never copy raw JSON or the content of a file "
     "that was only read. Reply with the checkpoint only."
 )
@@ -90,8 +97,12 @@ class LlmSummarizer:
         self.max_retries = max_retries
         self.name = f"llm:{self.model}"
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         """An L1 checkpoint of ``messages`` written by the model.
+
+        The facts carry the terms ``background`` says are rare elsewhere in the thread.
 
         Raises:
             LlmError: If the endpoint fails, times out or answers nothing.
@@ -104,7 +115,11 @@ class LlmSummarizer:
             for m in messages
         ]
         first, last = (messages[0].seq, messages[-1].seq) if messages else (0, 0)
-        facts = render_facts(extract_facts(messages)) or "none"
+        facts = render_facts(extract_facts(messages))
+        rare = extract_checkpoint(messages, background=background).topics[:_RARE_TERMS]
+        if rare:
+            facts += ("\n" if facts else "") + "Terms that mark this part of the thread: " + ", ".join(rare)
+        facts = facts or "none"
         request = (
             f"Summarize these {len(messages)} messages (seq {first}-{last}, one JSON object a line) "
             f"into one checkpoint of at most {_words(target_tokens(source_tokens, 1))} words.\n"
@@ -113,8 +128,13 @@ class LlmSummarizer:
         )
         return SummaryDraft(text=await self._complete(_MESSAGES_SYSTEM, request), summarizer=self.name)
 
-    async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
         """A level-``level`` checkpoint merging ``summaries`` (oldest first), written by the model.
+
+        ``background`` is not sent: each child's own "Expand for details about" line
+        already names what was rare in it.
 
         Raises:
             LlmError: If the endpoint fails, times out or answers nothing.

@@ -18,7 +18,7 @@ from palimpsest.graph_schema.models import Message, Summary
 from palimpsest.scheduler.config import LlmSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
 from palimpsest.scheduler.llm import LlmSummarizer
-from palimpsest.scheduler.summarizer import Summarizer, SummaryDraft
+from palimpsest.scheduler.summarizer import Background, Summarizer, SummaryDraft
 
 logger = logging.getLogger(__name__)
 
@@ -44,18 +44,24 @@ class FallbackSummarizer:
         #: Named after the primary; each draft's ``summarizer`` says who really wrote it.
         self.name = primary.name
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         """The primary's L1 checkpoint when usable, else the fallback's (recording why)."""
         source_tokens = sum(message.tokens for message in messages)
         return await self._first_usable(
-            lambda summarizer: summarizer.summarize_messages(messages), source_tokens, "messages"
+            lambda summarizer: summarizer.summarize_messages(messages, background=background), source_tokens, "messages"
         )
 
-    async def summarize_summaries(self, summaries: Sequence[Summary], level: int) -> SummaryDraft:
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
         """The primary's level-``level`` checkpoint when usable, else the fallback's."""
         source_tokens = sum(summary.tokens for summary in summaries)
         return await self._first_usable(
-            lambda summarizer: summarizer.summarize_summaries(summaries, level), source_tokens, f"level {level}"
+            lambda summarizer: summarizer.summarize_summaries(summaries, level, background=background),
+            source_tokens,
+            f"level {level}",
         )
 
     async def _first_usable(

@@ -17,12 +17,12 @@ from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.doctor import check_store
 from palimpsest.graph_schema.errors import NotFound
 from palimpsest.graph_schema.identity import estimate_tokens
-from palimpsest.graph_schema.models import Message, NewMessage, NewSummary, Role
+from palimpsest.graph_schema.models import Message, NewMessage, NewSummary, Role, Summary
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import CompactionResult, compact_thread
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 
 PARTITION = "claude-code"
 DEFAULTS = CompactionSettings()
@@ -168,10 +168,12 @@ async def test_escalation_finishes_runs_left_by_an_earlier_call(store: MemorySto
 class VerbatimWhenSmall(ExtractiveSummarizer):
     """A summarizer that cannot shrink small chunks: it echoes them (as a weak model would)."""
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         if len(messages) < 3:
             return SummaryDraft(text="\n".join(m.content for m in messages), summarizer="verbatim")
-        return await super().summarize_messages(messages)
+        return await super().summarize_messages(messages, background=background)
 
 
 async def test_chunks_whose_draft_is_not_shorter_stay_uncovered(store: MemoryStore) -> None:
@@ -231,10 +233,51 @@ class WaitingSummarizer(ExtractiveSummarizer):
         self.waiting = asyncio.Event()
         self.go = asyncio.Event()
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         self.waiting.set()
         await self.go.wait()
-        return await super().summarize_messages(messages)
+        return await super().summarize_messages(messages, background=background)
+
+
+class RecordingBackground(ExtractiveSummarizer):
+    """The extractive summarizer, noting the background of every draft it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[int, Background | None]] = []
+
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
+        self.seen.append((1, background))
+        return await super().summarize_messages(messages, background=background)
+
+    async def summarize_summaries(
+        self, summaries: Sequence[Summary], level: int, *, background: Background | None = None
+    ) -> SummaryDraft:
+        self.seen.append((level, background))
+        return await super().summarize_summaries(summaries, level, background=background)
+
+
+async def test_every_draft_gets_the_threads_background(store: MemoryStore) -> None:
+    """The engine counts words once over the messages it read and hands that to every level."""
+    await store.append_messages(PARTITION, "t-background", transcript(200))
+    summarizer = RecordingBackground()
+
+    result = await compact_thread(store, PARTITION, "t-background", DEFAULTS, summarizer)
+
+    assert result.escalations >= 1
+    levels = {level for level, _ in summarizer.seen}
+    assert levels >= {1, 2}
+    backgrounds = {id(background) for _, background in summarizer.seen}
+    assert len(backgrounds) == 1, "one background per compaction call"
+    background = summarizer.seen[0][1]
+    messages = await store.get_messages(PARTITION, "t-background")
+    said = [m for m in messages if m.tool_call_id is None and m.role != Role.tool]
+    assert 0 < len(said) < 200 and background is not None and background.documents == len(said)
+    assert background == Background.of_messages(messages)
 
 
 async def test_a_second_process_on_the_same_thread_is_busy(store: MemoryStore, store_url: str) -> None:

@@ -148,6 +148,61 @@ async def test_a_covered_child_is_a_conflict_and_nothing_is_written(store: Memor
     assert (await store.stats(P)).summaries_by_level == {1: 1}
 
 
+async def test_a_batch_of_summaries_is_written_whole_and_equals_one_at_a_time(store: MemoryStore) -> None:
+    messages = await seed(store, 9)
+    runs = [messages[0:3], messages[3:5], messages[5:8]]
+
+    written = await store.persist_summaries([proposal(run, 1, text=f"part {i}") for i, run in enumerate(runs)])
+
+    assert [s.id for s in written] == [summary_id(P, T, 1, [m.id for m in run]) for run in runs]
+    assert [(s.first_seq, s.last_seq, s.text) for s in written] == [
+        (0, 2, "part 0"),
+        (3, 4, "part 1"),
+        (5, 7, "part 2"),
+    ]
+    assert [s.digest for s in written] == [summary_digest(1, [m.sha256 for m in run]) for run in runs]
+    assert [await store.get_summary(P, s.id) for s in written] == written
+    assert await store.count_uncovered(P, T) == 1
+    (top,) = await store.persist_summaries([proposal(written, 2)])
+    assert (top.first_seq, top.last_seq, top.message_count) == (0, 7, 8)
+    assert (await store.get_summary(P, written[1].id)).parent_id == top.id
+
+
+async def test_a_batch_with_one_bad_summary_writes_nothing(store: MemoryStore) -> None:
+    messages = await seed(store, 9)
+    await persist(store, messages[6:8], 1)
+    before = await store.snapshot(P, T)
+
+    with pytest.raises(Conflict):
+        await store.persist_summaries([proposal(messages[0:3], 1), proposal(messages[3:7], 1)])
+    with pytest.raises(NotFound):
+        await store.persist_summaries(
+            [proposal(messages[0:3], 1), proposal(messages[3:4], 1).model_copy(update={"child_ids": ["msg_gone"]})]
+        )
+
+    assert await store.snapshot(P, T) == before
+    assert await store.count_uncovered(P, T) == 7
+
+
+@pytest.mark.parametrize("case", ["empty", "mixed levels", "other thread", "shared child"])
+async def test_a_batch_that_is_not_one_step_is_refused(store: MemoryStore, case: str) -> None:
+    messages = await seed(store, 6)
+    await seed(store, 2, thread_id="thread-2")
+    first = await persist(store, messages[0:2], 1)
+    batches = {
+        "empty": [],
+        "mixed levels": [proposal(messages[2:4], 1), proposal([first], 2)],
+        "other thread": [proposal(messages[2:4], 1), proposal(messages[4:6], 1, thread_id="thread-2")],
+        "shared child": [proposal(messages[2:4], 1), proposal(messages[3:5], 1)],
+    }
+    before = await store.snapshot(P, T)
+
+    with pytest.raises(InvalidInput):
+        await store.persist_summaries(batches[case])
+
+    assert await store.snapshot(P, T) == before
+
+
 async def test_the_same_summary_twice_is_a_conflict(store: MemoryStore) -> None:
     messages = await seed(store, 4)
     first = await persist(store, messages[:3], 1)

@@ -37,7 +37,7 @@ from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
 from palimpsest.scheduler.foreground import ForegroundGate
 from palimpsest.scheduler.maintenance import EvolutionStep, Maintenance, backlog_floor, evolution_steps
-from palimpsest.scheduler.summarizer import SummaryDraft
+from palimpsest.scheduler.summarizer import Background, SummaryDraft
 from palimpsest.server.cli.main import app
 from palimpsest.server.cli.output import job_bars
 from palimpsest.server.mcp.app import build_server
@@ -100,10 +100,12 @@ class FailingFor(ExtractiveSummarizer):
         super().__init__()
         self.thread_id = thread_id
 
-    async def summarize_messages(self, messages: Sequence[Message]) -> SummaryDraft:
+    async def summarize_messages(
+        self, messages: Sequence[Message], *, background: Background | None = None
+    ) -> SummaryDraft:
         if messages[0].thread_id == self.thread_id:
             raise RuntimeError(f"summarizer broke on {self.thread_id}")
-        return await super().summarize_messages(messages)
+        return await super().summarize_messages(messages, background=background)
 
 
 # -- the compaction tick -------------------------------------------------------------
@@ -360,14 +362,14 @@ async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
     assert gate.active == 0
 
 
-async def test_a_grep_never_waits_behind_more_than_one_summary_of_a_running_compaction(
+async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A compaction pass yields to tool calls before each summary (the foreground gate).
 
-    So while one grep is in flight, at most the one summary already under way when it
-    arrived is persisted; without the gate, the pass would keep writing summaries
-    while the grep waits behind them.
+    So while one grep is in flight, at most the one write (a batch of summaries, one
+    transaction) already under way when it arrived is persisted; without the gate, the
+    pass would keep writing batches while the grep waits behind them.
     """
     url = f"sqlite:///{tmp_path / 'busy.db'}"
     seeding = open_store(url)
@@ -375,7 +377,7 @@ async def test_a_grep_never_waits_behind_more_than_one_summary_of_a_running_comp
     sizes = {f"t-{i}": 500 for i in range(4)}
     await fill(seeding, sizes)
     persisted = 0
-    persist = seeding.persist_summary
+    persist = seeding.persist_summaries
 
     async def counting_persist(*args: Any, **kwargs: Any) -> Any:
         nonlocal persisted
@@ -383,8 +385,8 @@ async def test_a_grep_never_waits_behind_more_than_one_summary_of_a_running_comp
         persisted += 1
         return result
 
-    monkeypatch.setattr(seeding, "persist_summary", counting_persist)
-    # Summaries persisted while each tool call held the gate, counted in the server.
+    monkeypatch.setattr(seeding, "persist_summaries", counting_persist)
+    # Writes of summaries while each tool call held the gate, counted in the server.
     overlaps: list[int] = []
 
     class CountingGate(ForegroundGate):
@@ -404,7 +406,7 @@ async def test_a_grep_never_waits_behind_more_than_one_summary_of_a_running_comp
     server = build_server(settings, store=seeding)
 
     async def grep_overlaps(session: Client, count: int) -> list[int]:
-        """For each grep, how many summaries were persisted while it was in flight."""
+        """For each grep, how many writes of summaries happened while it was in flight."""
         del overlaps[:]
         for _ in range(count):
             result = await session.call_tool("grep_memories", {"query": "refresh token", "limit": 5})

@@ -1,7 +1,7 @@
 """The summary DAG on Neo4j: uncovered backlog, summaries, expansion, frontier, snapshot.
 
 Summaries are ``(:Summary)-[:SUMMARIZES {position}]->(child)`` edges over messages or
-lower summaries. `Neo4jDag.persist_summary` takes the thread node's write lock
+lower summaries. `Neo4jDag.persist_summaries` takes the thread node's write lock
 (``SET t._lock = true REMOVE t._lock``: held until commit, the node left unchanged)
 and reads, checks and finds the children uncovered in the transaction that writes the
 summary, so of two compactions of the same children exactly one wins. Counters on the
@@ -40,7 +40,13 @@ from palimpsest.graph_schema.neo4j.base import (
     plain_props,
     thread_from_record,
 )
-from palimpsest.graph_schema.prepare import check_limit, decode_cursor, derive_summary, encode_cursor
+from palimpsest.graph_schema.prepare import (
+    check_limit,
+    check_summary_batch,
+    decode_cursor,
+    derive_summary,
+    encode_cursor,
+)
 
 
 def _summary(record: dict[str, Any]) -> Summary:
@@ -84,48 +90,77 @@ class Neo4jDag(Neo4jBase):
         return [_summary(row["summary"]) for row in rows]
 
     async def persist_summary(self, summary: NewSummary) -> Summary:
-        """Write a summary and its edges in one transaction under the thread's lock.
+        """Write a summary and its edges in one transaction under the thread's lock."""
+        return (await self.persist_summaries([summary]))[0]
 
-        The children are read, checked and found uncovered inside the same transaction
-        that writes the summary, after the lock is taken, so of two compactions of the
-        same children exactly one succeeds and the other gets `Conflict`.
+    async def persist_summaries(self, summaries: Sequence[NewSummary]) -> list[Summary]:
+        """Write summaries of one level of one thread in one transaction under the thread's lock.
+
+        The children are read (without their content), checked and found uncovered
+        inside the same transaction that writes the summaries, after the lock is taken,
+        so of two compactions of the same children exactly one succeeds and the other
+        gets `Conflict`. Two statements whatever the batch's size, one read and one
+        write (a second read only when a child is not of the kind its level expects).
         """
+        check_summary_batch(summaries)
+        first = summaries[0]
         created_at = utcnow()
+        ids = [identity.summary_id(s.partition, s.thread_id, s.level, s.child_ids) for s in summaries]
 
-        async def work(tx: AsyncManagedTransaction) -> Summary:
-            rows = await self._run(
-                tx,
-                q.SUMMARY_LOCK,
-                thread_id=summary.thread_id,
-                partition=summary.partition,
-                child_ids=summary.child_ids,
-                summary_id=identity.summary_id(summary.partition, summary.thread_id, summary.level, summary.child_ids),
-            )
-            one_thread(rows, summary.thread_id)
+        async def work(tx: AsyncManagedTransaction) -> list[Summary]:
             found: dict[str, tuple[Message | Summary, bool]] = {}
-            for child in rows[0]["messages"]:
-                found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
-            for child in rows[0]["summaries"]:
-                node = _summary(child)
-                found[node.id] = (node, node.parent_id is not None)
-            for child_id in summary.child_ids:
-                if child_id not in found:
-                    raise NotFound("message" if summary.level == 1 else "summary", child_id)
-            derived = derive_summary(summary, [found[child_id][0] for child_id in summary.child_ids], created_at)
-            if rows[0]["exists"]:
-                raise Conflict(f"summary {derived.id} already exists")
-            covered = [child_id for child_id in summary.child_ids if found[child_id][1]]
-            if covered:
-                raise Conflict(f"{covered[0]} is already covered by another summary")
-            props = derived.model_dump(exclude={"child_ids", "parent_id"})
-            children = [{"id": child_id, "position": index} for index, child_id in enumerate(summary.child_ids)]
-            await self._run(
-                tx,
-                q.SUMMARY_WRITE_OVER_MESSAGES if summary.level == 1 else q.SUMMARY_WRITE_OVER_SUMMARIES,
-                thread_id=summary.thread_id,
-                props=props,
-                children=children,
-            )
+            wanted = [child_id for summary in summaries for child_id in summary.child_ids]
+            # The children are sought as the level says; any not found are sought as the
+            # other kind, so a child of the wrong level is refused as such, not as missing.
+            lookups = [q.SUMMARY_BATCH_LOCK_MESSAGES, q.SUMMARY_BATCH_LOCK_SUMMARIES]
+            for query in lookups if first.level == 1 else lookups[::-1]:
+                rows = await self._run(
+                    tx,
+                    query,
+                    thread_id=first.thread_id,
+                    partition=first.partition,
+                    child_ids=[child_id for child_id in wanted if child_id not in found],
+                    summary_ids=ids,
+                )
+                one_thread(rows, first.thread_id)
+                for child in rows[0]["messages"]:
+                    found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
+                for child in rows[0]["summaries"]:
+                    node = _summary(child)
+                    found[node.id] = (node, node.parent_id is not None)
+                if len(found) == len(wanted):
+                    break
+            existing = set(rows[0]["existing"])
+            derived: list[Summary] = []
+            for summary in summaries:
+                for child_id in summary.child_ids:
+                    if child_id not in found:
+                        raise NotFound("message" if summary.level == 1 else "summary", child_id)
+                written = derive_summary(summary, [found[child_id][0] for child_id in summary.child_ids], created_at)
+                if written.id in existing:
+                    raise Conflict(f"summary {written.id} already exists")
+                covered = [child_id for child_id in summary.child_ids if found[child_id][1]]
+                if covered:
+                    raise Conflict(f"{covered[0]} is already covered by another summary")
+                derived.append(written)
+            rows_out = [
+                {
+                    "props": written.model_dump(exclude={"child_ids", "parent_id"}),
+                    "children": [{"id": child, "position": index} for index, child in enumerate(written.child_ids)],
+                }
+                for written in derived
+            ]
+            if first.level == 1:
+                await self._run(
+                    tx,
+                    q.SUMMARY_BATCH_WRITE_OVER_MESSAGES,
+                    partition=first.partition,
+                    thread_id=first.thread_id,
+                    covered=sum(len(summary.child_ids) for summary in summaries),
+                    summaries=rows_out,
+                )
+            else:
+                await self._run(tx, q.SUMMARY_BATCH_WRITE_OVER_SUMMARIES, summaries=rows_out)
             return derived
 
         return await self._transaction(work, write=True)

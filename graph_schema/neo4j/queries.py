@@ -318,6 +318,88 @@ MATCH (c:Summary {id: child.id})
 CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
 """
 
+#: A message without its content or metadata: all a summary derives from its children
+#: (ids, seq, digest, tokens, time), so a compaction reads no content twice.
+_MESSAGE_KEYS: LiteralString = """m {.id, .source_id, .thread_id, .partition, .project, .seq, .role, .sha256,
+    .tokens, .tool_call_id, content: '',
+    created_at: m.created_at.epochMillis * 1000 + m.created_at.microsecond % 1000
+}"""
+
+_BATCH_LOCK: LiteralString = """
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+USING INDEX t:Thread(partition, id)
+SET t._lock = true
+REMOVE t._lock
+RETURN COLLECT { UNWIND $summary_ids AS id MATCH (s:Summary {id: id}) RETURN id } AS existing,"""
+
+#: `SUMMARY_LOCK` for a batch of level-1 summaries of one thread (`persist_summaries`):
+#: the lock, then which of the summaries exist and every child message, read once.
+#: The children are looked up as messages only: seeking each id as a summary too would
+#: double the index seeks of the largest read a compaction makes.
+SUMMARY_BATCH_LOCK_MESSAGES: LiteralString = (
+    _BATCH_LOCK
+    + """
+    COLLECT {
+        UNWIND $child_ids AS id
+        MATCH (m:Message {id: id})
+        WHERE m.partition = $partition AND m.thread_id = $thread_id
+        RETURN {props: """
+    + _MESSAGE_KEYS
+    + """, covered: EXISTS { (:Summary)-[:SUMMARIZES]->(m) }}
+    } AS messages, [] AS summaries
+"""
+)
+
+#: The same for a batch one level up: the child summaries with their parents, not their
+#: own children (a summary derives nothing from its grandchildren; walking every child's
+#: edges was most of this read).
+SUMMARY_BATCH_LOCK_SUMMARIES: LiteralString = (
+    _BATCH_LOCK
+    + """
+    [] AS messages,
+    COLLECT {
+        UNWIND $child_ids AS id
+        MATCH (s:Summary {id: id})
+        WHERE s.partition = $partition AND s.thread_id = $thread_id
+        RETURN {
+            props: s {.*,
+                created_at: s.created_at.epochMillis * 1000 + s.created_at.microsecond % 1000,
+                earliest_at: s.earliest_at.epochMillis * 1000 + s.earliest_at.microsecond % 1000,
+                latest_at: s.latest_at.epochMillis * 1000 + s.latest_at.microsecond % 1000
+            },
+            child_ids: [],
+            parent_ids: COLLECT { MATCH (p:Summary)-[:SUMMARIZES]->(s) RETURN p.id }
+        }
+    } AS summaries
+"""
+)
+
+#: Every level-1 summary of a batch with its edges, and the thread's covered count, in one statement.
+SUMMARY_BATCH_WRITE_OVER_MESSAGES: LiteralString = """
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+USING INDEX t:Thread(partition, id)
+SET t.covered_count = t.covered_count + $covered
+WITH t
+UNWIND $summaries AS row
+CREATE (s:Summary)
+SET s = row.props
+WITH s, row
+UNWIND row.children AS child
+MATCH (c:Message {id: child.id})
+CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
+"""
+
+#: Every summary of a batch one level up with its edges, in one statement.
+SUMMARY_BATCH_WRITE_OVER_SUMMARIES: LiteralString = """
+UNWIND $summaries AS row
+CREATE (s:Summary)
+SET s = row.props
+WITH s, row
+UNWIND row.children AS child
+MATCH (c:Summary {id: child.id})
+CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
+"""
+
 GET_SUMMARY: LiteralString = (
     """
 MATCH (s:Summary {id: $id})

@@ -25,7 +25,7 @@ from palimpsest.graph_schema.models import (
     ThreadSnapshot,
     utcnow,
 )
-from palimpsest.graph_schema.prepare import decode_cursor, derive_summary, encode_cursor
+from palimpsest.graph_schema.prepare import check_summary_batch, decode_cursor, derive_summary, encode_cursor
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import (
     INT64_MAX,
@@ -136,22 +136,32 @@ class SqliteDag(SqliteBase):
 
     async def persist_summary(self, summary: NewSummary) -> Summary:
         """Write the summary, its edges and the thread's covered count in one transaction."""
-        return await self._run(lambda conn: self._persist(conn, summary))
+        return (await self.persist_summaries([summary]))[0]
+
+    async def persist_summaries(self, summaries: Sequence[NewSummary]) -> list[Summary]:
+        """Write summaries of one level of one thread in one transaction, all or none."""
+        check_summary_batch(summaries)
+
+        def write(conn: sqlite3.Connection) -> list[Summary]:
+            with transaction(conn, "IMMEDIATE"):
+                require_thread(conn, summaries[0].partition, summaries[0].thread_id)
+                return [self._persist(conn, new) for new in summaries]
+
+        return await self._run(write)
 
     def _persist(self, conn: sqlite3.Connection, new: NewSummary) -> Summary:
+        """One summary, inside the caller's write transaction."""
         scope = {"ids": ids_json(new.child_ids), "thread_id": new.thread_id, "partition": new.partition}
-        with transaction(conn, "IMMEDIATE"):
-            require_thread(conn, new.partition, new.thread_id)
-            found: dict[str, Message | Summary] = {
-                row["id"]: message_from_row(row) for row in conn.execute(q.CHILD_MESSAGES, scope)
-            }
-            found.update((row["id"], _summary(row, [], None)) for row in conn.execute(q.CHILD_SUMMARIES, scope))
-            for child_id in new.child_ids:
-                if child_id not in found:
-                    raise NotFound("message" if new.level == 1 else "summary", child_id)
-            refuse_covered(conn, scope)
-            summary = derive_summary(new, [found[child_id] for child_id in new.child_ids], utcnow())
-            insert_summary(conn, summary)
+        found: dict[str, Message | Summary] = {
+            row["id"]: message_from_row(row) for row in conn.execute(q.CHILD_MESSAGES, scope)
+        }
+        found.update((row["id"], _summary(row, [], None)) for row in conn.execute(q.CHILD_SUMMARIES, scope))
+        for child_id in new.child_ids:
+            if child_id not in found:
+                raise NotFound("message" if new.level == 1 else "summary", child_id)
+        refuse_covered(conn, scope)
+        summary = derive_summary(new, [found[child_id] for child_id in new.child_ids], utcnow())
+        insert_summary(conn, summary)
         return summary
 
     async def get_summary(self, partition: str | None, summary_id: str) -> Summary:
