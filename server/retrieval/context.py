@@ -41,6 +41,7 @@ and ``assembled_hash`` (SHA-256 of the text) lets a client tell whether anything
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -286,10 +287,14 @@ async def assemble_context(
     """
     if not MIN_BUDGET <= budget_tokens <= MAX_BUDGET:
         raise InvalidInput(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}, got {budget_tokens}")
-    await store.get_thread(partition, thread_id)
-    frontier = await store.frontier(partition, thread_id)
-    summaries = [await store.get_summary(partition, item.id) for item in frontier if item.kind == "summary"]
-    facts = await store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS)
+    # Few reads, and the independent ones at once: under load every read waits its turn
+    # for the store, so a call's latency grows with its count of sequential reads.
+    # ``frontier`` refuses a thread the partition does not have.
+    frontier, facts = await asyncio.gather(
+        store.frontier(partition, thread_id),
+        store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS),
+    )
+    summaries = await store.get_summaries(partition, [item.id for item in frontier if item.kind == "summary"])
     recalled = None
     if query is not None:
         from palimpsest.server.retrieval.recall import recall
