@@ -294,13 +294,17 @@ async def assemble_context(
         store.frontier(partition, thread_id),
         store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS),
     )
-    summaries = await store.get_summaries(partition, [item.id for item in frontier if item.kind == "summary"])
+    pages = _MessagePages(store, partition, thread_id, [item for item in frontier if item.kind == "message"])
+    # The newest messages are what ``recent`` shows first: read them beside the summaries.
+    summaries, _ = await asyncio.gather(
+        store.get_summaries(partition, [item.id for item in frontier if item.kind == "summary"]),
+        pages.read_newest(budget_tokens),
+    )
     recalled = None
     if query is not None:
         from palimpsest.server.retrieval.recall import recall
 
         recalled = await recall(store, query, partition=partition, limit=RECALL_LIMIT)
-    pages = _MessagePages(store, partition, thread_id, [item for item in frontier if item.kind == "message"])
     fact_candidates = [
         _fact_candidate(fact) for fact in sorted(facts, key=lambda f: (f.created_at, f.id), reverse=True)
     ]
@@ -533,6 +537,31 @@ class _MessagePages:
         ]
         return self._current
 
+    async def read_newest(self, budget_tokens: int) -> None:
+        """Read the newest messages ahead of `render`, as many as could fit ``budget_tokens`` together.
+
+        Bounded as a `render` page is (``MESSAGE_PAGE`` messages, no seq gap), and by
+        the budget, so a tail of huge tool outputs is not read only to be left out.
+        """
+        end = 0
+        tokens = 0
+        while end < min(len(self._items), MESSAGE_PAGE) and (end == 0 or self._seqs[end] == self._seqs[end - 1] - 1):
+            tokens += self._items[end].tokens
+            if tokens > budget_tokens:
+                break
+            end += 1
+        if end:
+            await self._read_range(0, end)
+
+    async def _read_range(self, start: int, end: int) -> None:
+        """Read the messages of ``self._items[start:end]`` (newest first, gap free) in one range read."""
+        wanted = {item.id for item in self._items[start:end]}
+        for message in await self._store.get_messages(
+            self._partition, self._thread_id, first_seq=self._seqs[end - 1], last_seq=self._seqs[start]
+        ):
+            if message.id in wanted:
+                self._read[message.id] = message
+
     async def render(self, candidate: _Candidate) -> None:
         """Read the messages from this candidate back in time and render them, one range read.
 
@@ -544,12 +573,7 @@ class _MessagePages:
         while end < min(len(self._items), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
             end += 1
         if any(item.id not in self._read for item in self._items[start:end]):
-            wanted = {item.id for item in self._items[start:end]}
-            for message in await self._store.get_messages(
-                self._partition, self._thread_id, first_seq=self._seqs[end - 1], last_seq=self._seqs[start]
-            ):
-                if message.id in wanted:
-                    self._read[message.id] = message
+            await self._read_range(start, end)
         for index in range(start, end):
             target = self._current[index]
             message = self._read[target.id]
