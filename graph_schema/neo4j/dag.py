@@ -85,51 +85,58 @@ class Neo4jDag(Neo4jBase):
         return [_summary(row["summary"]) for row in rows]
 
     async def persist_summary(self, summary: NewSummary) -> Summary:
-        """Write a summary and its edges in one transaction under the thread's lock.
+        """Write a summary and its edges, checked under the thread's lock in one statement.
 
-        The children are read, checked and found uncovered inside the same transaction
-        that writes the summary, after the lock is taken, so of two compactions of the
-        same children exactly one succeeds and the other gets `Conflict`.
+        The summary is derived from its children as read first, without the lock (they
+        never change); the write then checks, under the lock, that the summary is still
+        new and every child still there and uncovered, and writes only then, so of two
+        compactions of the same children exactly one succeeds and the other gets
+        `Conflict`.
         """
         created_at = utcnow()
-
-        async def work(tx: AsyncManagedTransaction) -> Summary:
-            rows = await self._run(
-                tx,
-                q.SUMMARY_LOCK,
-                thread_id=summary.thread_id,
-                partition=summary.partition,
-                child_ids=summary.child_ids,
-                summary_id=identity.summary_id(summary.partition, summary.thread_id, summary.level, summary.child_ids),
-            )
-            one_thread(rows, summary.thread_id)
-            found: dict[str, tuple[Message | Summary, bool]] = {}
-            for child in rows[0]["messages"]:
-                found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
-            for child in rows[0]["summaries"]:
-                node = _summary(child)
-                found[node.id] = (node, node.parent_id is not None)
-            for child_id in summary.child_ids:
-                if child_id not in found:
-                    raise NotFound("message" if summary.level == 1 else "summary", child_id)
-            derived = derive_summary(summary, [found[child_id][0] for child_id in summary.child_ids], created_at)
-            if rows[0]["exists"]:
-                raise Conflict(f"summary {derived.id} already exists")
-            covered = [child_id for child_id in summary.child_ids if found[child_id][1]]
-            if covered:
-                raise Conflict(f"{covered[0]} is already covered by another summary")
-            props = derived.model_dump(exclude={"child_ids", "parent_id"})
-            children = [{"id": child_id, "position": index} for index, child_id in enumerate(summary.child_ids)]
-            await self._run(
-                tx,
-                q.SUMMARY_WRITE_OVER_MESSAGES if summary.level == 1 else q.SUMMARY_WRITE_OVER_SUMMARIES,
-                thread_id=summary.thread_id,
-                props=props,
-                children=children,
-            )
-            return derived
-
-        return await self._transaction(work, write=True)
+        summary_id = identity.summary_id(summary.partition, summary.thread_id, summary.level, summary.child_ids)
+        rows = await self._query(
+            q.SUMMARY_CHILDREN,
+            thread_id=summary.thread_id,
+            partition=summary.partition,
+            child_ids=summary.child_ids,
+            summary_id=summary_id,
+        )
+        one_thread(rows, summary.thread_id)
+        found: dict[str, tuple[Message | Summary, bool]] = {}
+        for child in rows[0]["messages"]:
+            found[child["props"]["id"]] = (message_from_record(child["props"]), child["covered"])
+        for child in rows[0]["summaries"]:
+            node = _summary(child)
+            found[node.id] = (node, node.parent_id is not None)
+        for child_id in summary.child_ids:
+            if child_id not in found:
+                raise NotFound("message" if summary.level == 1 else "summary", child_id)
+        derived = derive_summary(summary, [found[child_id][0] for child_id in summary.child_ids], created_at)
+        if rows[0]["exists"]:
+            raise Conflict(f"summary {derived.id} already exists")
+        covered = [child_id for child_id in summary.child_ids if found[child_id][1]]
+        if covered:
+            raise Conflict(f"{covered[0]} is already covered by another summary")
+        children = [{"id": child_id, "position": index} for index, child_id in enumerate(summary.child_ids)]
+        (written,) = await self._query(
+            q.SUMMARY_GUARDED_WRITE[summary.level == 1],
+            write=True,
+            thread_id=summary.thread_id,
+            partition=summary.partition,
+            props=derived.model_dump(exclude={"child_ids", "parent_id"}),
+            children=children,
+        )
+        # Between the read and the lock another writer may have won the race.
+        if written["taken"]:
+            raise Conflict(f"summary {derived.id} already exists")
+        present, free = set(written["present"]), set(written["free"])
+        for child_id in summary.child_ids:
+            if child_id not in present:
+                raise NotFound("message" if summary.level == 1 else "summary", child_id)
+            if child_id not in free:
+                raise Conflict(f"{child_id} is already covered by another summary")
+        return derived
 
     async def get_summary(self, partition: str | None, summary_id: str) -> Summary:
         """One summary with ordered children and parent (see `MemoryStore`)."""

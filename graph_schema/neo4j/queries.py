@@ -301,12 +301,12 @@ ORDER BY s.thread_id, s.level, s.first_seq
 #: itself exists: all after the lock, so a concurrent compaction is seen committed.
 #: The hint keeps the planner on the (partition, id) constraint: left alone it may seek
 #: the partition index and read every thread of the partition on each summary write.
-SUMMARY_LOCK: LiteralString = (
-    """
+_SUMMARY_THREAD: LiteralString = """
 MATCH (t:Thread {partition: $partition, id: $thread_id})
 USING INDEX t:Thread(partition, id)
-SET t._lock = true
-REMOVE t._lock
+"""
+_SUMMARY_CHILDREN: LiteralString = (
+    """
 RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
     COLLECT {
         UNWIND $child_ids AS id
@@ -326,6 +326,58 @@ RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
     } AS summaries
 """
 )
+SUMMARY_LOCK: LiteralString = _SUMMARY_THREAD + "SET t._lock = true\nREMOVE t._lock\n" + _SUMMARY_CHILDREN
+#: ``SUMMARY_LOCK`` without the lock: what a compaction derives its summary from. The
+#: children never change, and `SUMMARY_GUARDED_WRITE` checks again under the lock that
+#: they are still there and uncovered and the summary still new.
+SUMMARY_CHILDREN: LiteralString = _SUMMARY_THREAD + _SUMMARY_CHILDREN
+
+
+def _guarded_write(child: LiteralString, counters: LiteralString) -> LiteralString:
+    """Lock the thread, check, and write a summary over ``child`` nodes, in one statement."""
+    return (
+        _SUMMARY_THREAD
+        + """
+SET t._lock = true
+REMOVE t._lock
+WITH t, EXISTS { MATCH (:Summary {id: $props.id}) } AS taken,
+    COLLECT {
+        UNWIND $children AS child
+        MATCH (c:"""
+        + child
+        + """ {id: child.id})
+        WHERE c.partition = $partition AND c.thread_id = $thread_id
+        RETURN [c.id, EXISTS { (:Summary)-[:SUMMARIZES]->(c) }]
+    } AS found
+WITH t, taken, found, [pair IN found WHERE NOT pair[1] | pair[0]] AS free
+CALL (t, taken, free) {
+    WITH t, taken, free WHERE NOT taken AND size(free) = size($children)
+    """
+        + counters
+        + """
+    CREATE (s:Summary)
+    SET s = $props
+    WITH s
+    UNWIND $children AS child
+    MATCH (c:"""
+        + child
+        + """ {id: child.id})
+    CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
+}
+RETURN taken, [pair IN found | pair[0]] AS present, free
+"""
+    )
+
+
+#: Write a summary only if, under the thread's lock, it is still new and its children
+#: are all there and uncovered; it answers what it found (``taken``, the ``present``
+#: and the ``free`` child ids), so the caller can tell a lost race from success. One
+#: statement, so the lock is held only while the server works, not while the client's
+#: event loop gets round to a second round trip (appends to the thread wait for it).
+SUMMARY_GUARDED_WRITE: dict[bool, LiteralString] = {
+    True: _guarded_write("Message", "SET t.covered_count = t.covered_count + size($children)"),
+    False: _guarded_write("Summary", ""),
+}
 
 SUMMARY_WRITE_OVER_MESSAGES: LiteralString = """
 MATCH (t:Thread {partition: $props.partition, id: $thread_id})
