@@ -294,11 +294,13 @@ async def assemble_context(
         store.frontier(partition, thread_id),
         store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS),
     )
-    pages = _MessagePages(store, partition, thread_id, [item for item in frontier if item.kind == "message"])
+    pages = _MessagePages(
+        store, partition, thread_id, [item for item in frontier if item.kind == "message"], budget_tokens
+    )
     # The newest messages are what ``recent`` shows first: read them beside the summaries.
     summaries, _ = await asyncio.gather(
         store.get_summaries(partition, [item.id for item in frontier if item.kind == "summary"]),
-        pages.read_newest(budget_tokens),
+        pages.read_newest(),
     )
     recalled = None
     if query is not None:
@@ -508,12 +510,16 @@ class _MessagePages:
     """The thread's uncovered messages as ``recent`` candidates, newest first, read a page at a time.
 
     Their token counts come with the frontier, so the walk can tell what cannot fit
-    without reading it; the content is only read for candidates that might, and read
-    once for both attempts (whole, then pruning).
+    without reading it; the content is only read for candidates that might, a page
+    never more than could fit ``budget_tokens`` together, and read once for both
+    attempts (whole, then pruning).
     """
 
-    def __init__(self, store: MemoryStore, partition: str, thread_id: str, items: Sequence[FrontierItem]) -> None:
+    def __init__(
+        self, store: MemoryStore, partition: str, thread_id: str, items: Sequence[FrontierItem], budget_tokens: int
+    ) -> None:
         self._store = store
+        self._budget = budget_tokens
         self._partition = partition
         self._thread_id = thread_id
         self._items = list(reversed(items))
@@ -537,21 +543,27 @@ class _MessagePages:
         ]
         return self._current
 
-    async def read_newest(self, budget_tokens: int) -> None:
-        """Read the newest messages ahead of `render`, as many as could fit ``budget_tokens`` together.
+    async def read_newest(self) -> None:
+        """Read the newest page ahead of `render`, when the newest message fits the budget at all."""
+        if self._items and self._items[0].tokens <= self._budget:
+            await self._read_range(0, self._page_end(0))
 
-        Bounded as a `render` page is (``MESSAGE_PAGE`` messages, no seq gap), and by
-        the budget, so a tail of huge tool outputs is not read only to be left out.
+    def _page_end(self, start: int) -> int:
+        """Where the page from ``start`` ends (exclusive).
+
+        At ``MESSAGE_PAGE`` messages, at the first gap in seq (a summary between two
+        uncovered messages, so the read never carries covered messages along), or once
+        the messages would not fit the budget together (a tail of huge tool outputs is
+        not read only to be left out); one message at least.
         """
-        end = 0
-        tokens = 0
-        while end < min(len(self._items), MESSAGE_PAGE) and (end == 0 or self._seqs[end] == self._seqs[end - 1] - 1):
+        end = start + 1
+        tokens = self._items[start].tokens
+        while end < min(len(self._items), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
             tokens += self._items[end].tokens
-            if tokens > budget_tokens:
+            if tokens > self._budget:
                 break
             end += 1
-        if end:
-            await self._read_range(0, end)
+        return end
 
     async def _read_range(self, start: int, end: int) -> None:
         """Read the messages of ``self._items[start:end]`` (newest first, gap free) in one range read."""
@@ -563,17 +575,15 @@ class _MessagePages:
                 self._read[message.id] = message
 
     async def render(self, candidate: _Candidate) -> None:
-        """Read the messages from this candidate back in time and render them, one range read.
+        """Read the page of messages from this candidate back in time (`_page_end`) and render them.
 
-        The page stops at ``MESSAGE_PAGE`` messages or at the first gap in seq (a summary
-        between two uncovered messages), so the read never carries covered messages along.
+        One range read, of the page's messages not read yet (``read_newest`` may have).
         """
         start = self._position[candidate.id]
-        end = start + 1
-        while end < min(len(self._items), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
-            end += 1
-        if any(item.id not in self._read for item in self._items[start:end]):
-            await self._read_range(start, end)
+        end = self._page_end(start)
+        unread = next((index for index in range(start, end) if self._items[index].id not in self._read), None)
+        if unread is not None:
+            await self._read_range(unread, end)
         for index in range(start, end):
             target = self._current[index]
             message = self._read[target.id]
