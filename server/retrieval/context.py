@@ -552,16 +552,20 @@ class _MessagePages:
         """Where the page from ``start`` ends (exclusive).
 
         At ``MESSAGE_PAGE`` messages, at the first gap in seq (a summary between two
-        uncovered messages, so the read never carries covered messages along), or once
-        the messages would not fit the budget together (a tail of huge tool outputs is
-        not read only to be left out); one message at least.
+        uncovered messages, so the read never carries covered messages along), or just
+        past the message that takes the page over the budget (a tail of huge tool
+        outputs is not read only to be left out, yet the pruning attempt, which must
+        read a message to learn whether it shortens, finds the first one that does not
+        fit already read); one message at least.
         """
         end = start + 1
         tokens = self._items[start].tokens
-        while end < min(len(self._items), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
+        while (
+            tokens <= self._budget
+            and end < min(len(self._items), start + MESSAGE_PAGE)
+            and self._seqs[end] == self._seqs[end - 1] - 1
+        ):
             tokens += self._items[end].tokens
-            if tokens > self._budget:
-                break
             end += 1
         return end
 
