@@ -214,6 +214,16 @@ class MemoryStore(Protocol):
         """
         ...
 
+    async def get_summaries(self, partition: str | None, summary_ids: Sequence[str]) -> list[Summary]:
+        """Several summaries as `get_summary` reads each, in the order asked, in one read.
+
+        Why: context assembly needs every frontier summary of a thread, and one read
+        per summary makes a call under load wait for the store once per summary.
+
+        :raises NotFound: naming the first id with no such summary in the partition.
+        """
+        ...
+
     async def expand(
         self,
         partition: str | None,
@@ -235,9 +245,10 @@ class MemoryStore(Protocol):
         ...
 
     async def covered_by(self, message_ids: Sequence[str]) -> dict[str, list[str]]:
-        """For each message id, the chain of summaries above it, lowest level first.
+        """For each message or summary id, the chain of summaries above it, lowest level first.
 
-        Unknown or uncovered ids map to an empty list.
+        Unknown or uncovered ids (a top summary) map to an empty list. One read for
+        many ids, so a search fills every hit's ``covered_by`` at once.
         """
         ...
 

@@ -10,6 +10,7 @@ Thread node (``covered_count`` beside ``message_count``) keep backlog questions 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -172,6 +173,30 @@ class Neo4jDag(Neo4jBase):
             raise NotFound("summary", summary_id)
         return _summary(rows[0]["summary"])
 
+    async def get_summaries(self, partition: str | None, summary_ids: Sequence[str]) -> list[Summary]:
+        """The summaries in the order asked, in one query (see `MemoryStore`)."""
+        if not summary_ids:
+            return []
+        rows = await self._query(q.GET_SUMMARIES, partition=partition, ids=list(summary_ids))
+        by_id = {summary.id: summary for summary in (_summary(row["summary"]) for row in rows)}
+        missing = next((summary_id for summary_id in summary_ids if summary_id not in by_id), None)
+        if missing is not None:
+            raise NotFound("summary", missing)
+        return [by_id[summary_id] for summary_id in summary_ids]
+
+    async def _messages_in_range(self, top: Summary, offset: int, count: int) -> list[dict[str, Any]]:
+        """The rows of ``count`` messages of ``top``'s range from ``offset``; none past its end."""
+        if count <= 0:  # past the end there is nothing to read (and no seq to compute)
+            return []
+        return await self._query(
+            q.MESSAGES_IN_RANGE,
+            partition=top.partition,
+            thread_id=top.thread_id,
+            first_seq=top.first_seq + offset,
+            last_seq=top.last_seq,
+            limit=count,
+        )
+
     async def expand(
         self,
         partition: str | None,
@@ -194,27 +219,22 @@ class Neo4jDag(Neo4jBase):
         target = 0 if depth is None else top.level - depth
         items: list[Message | Summary]
         if target <= 0:
-            archived = await self._query(
-                q.ARCHIVED_OVERLAP,
-                partition=top.partition,
-                thread_id=top.thread_id,
-                first_seq=top.first_seq,
-                last_seq=top.last_seq,
+            total = top.message_count
+            # Whether the range is archived, and its page, asked at once: one wait for the
+            # server instead of two (the page is dropped when the range is archived).
+            archived, rows = await asyncio.gather(
+                self._query(
+                    q.ARCHIVED_OVERLAP,
+                    partition=top.partition,
+                    thread_id=top.thread_id,
+                    first_seq=top.first_seq,
+                    last_seq=top.last_seq,
+                ),
+                self._messages_in_range(top, offset, min(limit, total - offset)),
             )
             if archived:
                 raise Archived(top.id, top.first_seq, top.last_seq, archived[0]["path"])
-            total = top.message_count
-            items = []
-            if offset < total:  # past the end there is nothing to read (and no seq to compute)
-                (row,) = await self._query(
-                    q.MESSAGES_IN_RANGE,
-                    partition=top.partition,
-                    thread_id=top.thread_id,
-                    first_seq=top.first_seq + offset,
-                    last_seq=top.last_seq,
-                    limit=min(limit, total - offset),
-                )
-                items = [message_from_record(raw) for raw in row["messages"]]
+            items = [message_from_record(raw) for row in rows for raw in row["messages"]]
         else:
             rows = await self._query(q.DESCENDANTS, id=top.id, level=target, offset=offset, limit=limit)
             total = rows[0]["total"]

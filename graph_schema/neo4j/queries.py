@@ -99,23 +99,52 @@ DROP_TEXT_INDEX: LiteralString = "DROP INDEX memory_text IF EXISTS"
 
 # -- threads and messages ----------------------------------------------------------
 
-#: Create or find the thread, take its write lock, then read its counters and which
-#: of the batch's caller ids the thread already holds (with their stored ids, whatever
-#: id scheme stored them): everything after this sees committed state. An empty
-#: thread (a fresh ingest) holds none of them and the lookups are skipped.
-APPEND_LOCK: LiteralString = """
+#: A whole append in one statement: create or find the thread and take its write lock;
+#: read which of the batch's caller ids the thread already holds (with their stored
+#: ids, whatever id scheme stored them; an empty thread, a fresh ingest, skips the
+#: lookups); then store the others with the seqs after the thread's last, chained by
+#: NEXT from its previous last message, and update the thread's counters. One statement
+#: so the lock is held only while the server works: with a second round trip it was
+#: also held while a busy client process got round to sending it, and every append to
+#: the thread queued behind that (``bench/load.py``). ``$rows`` are unique by caller
+#: id, ``created_at`` in epoch microseconds as in ``APPEND_WRITE``; ``secrets`` is
+#: summed, not stored.
+APPEND: LiteralString = """
 MERGE (t:Thread {partition: $partition, id: $thread_id})
 ON CREATE SET t.project = $project, t.created_at = $now,
     t.updated_at = $now, t.last_seq = -1, t.message_count = 0, t.covered_count = 0, t.tokens = 0
 SET t._lock = true
 REMOVE t._lock
-RETURN t.partition AS partition, t.project AS project, t.last_seq AS last_seq,
-    t.message_count - t.covered_count AS uncovered,
-    COLLECT {
-        UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $source_ids END AS source_id
-        MATCH (m:Message {partition: $partition, thread_id: $thread_id, source_id: source_id})
-        RETURN [m.source_id, m.id]
-    } AS existing
+WITH t, COLLECT {
+    UNWIND CASE WHEN t.message_count = 0 THEN [] ELSE $source_ids END AS source_id
+    MATCH (m:Message {partition: $partition, thread_id: $thread_id, source_id: source_id})
+    RETURN [m.source_id, m.id]
+} AS existing
+WITH t, existing, [pair IN existing | pair[0]] AS stored
+WITH t, existing, [row IN $rows WHERE NOT row.source_id IN stored] AS fresh, t.last_seq AS prev_seq
+CALL (t, fresh, prev_seq) {
+    WITH t, fresh, prev_seq WHERE size(fresh) > 0
+    SET t.last_seq = prev_seq + size(fresh), t.message_count = t.message_count + size(fresh),
+        t.tokens = t.tokens + reduce(total = 0, row IN fresh | total + row.tokens),
+        t.secrets_redacted = coalesce(t.secrets_redacted, 0) + reduce(total = 0, row IN fresh | total + row.secrets),
+        t.updated_at = $now, t.project = coalesce(t.project, $project)
+    WITH t, fresh, prev_seq
+    OPTIONAL MATCH (prev:Message {partition: $partition, thread_id: $thread_id, seq: prev_seq})
+    UNWIND range(0, size(fresh) - 1) AS i
+    WITH t, prev, fresh[i] AS row, prev_seq + 1 + i AS seq
+    WITH t, prev, row, seq, (row.created_at % 1000000 + 1000000) % 1000000 AS micros
+    CREATE (m:Message)
+    SET m = row, m.seq = seq, m.project = coalesce($project, t.project), m.created_at = datetime({
+        epochSeconds: (row.created_at - micros) / 1000000, nanosecond: micros * 1000
+    })
+    REMOVE m.secrets
+    WITH prev, collect(m) AS created
+    WITH CASE WHEN prev IS NULL THEN created ELSE [prev] + created END AS chain
+    UNWIND range(0, size(chain) - 2) AS i
+    WITH chain[i] AS a, chain[i + 1] AS b
+    CREATE (a)-[:NEXT]->(b)
+}
+RETURN existing, t.message_count - t.covered_count AS uncovered
 """
 
 #: One batch of new messages, chained by NEXT from the thread's previous last message.
@@ -272,12 +301,12 @@ ORDER BY s.thread_id, s.level, s.first_seq
 #: itself exists: all after the lock, so a concurrent compaction is seen committed.
 #: The hint keeps the planner on the (partition, id) constraint: left alone it may seek
 #: the partition index and read every thread of the partition on each summary write.
-SUMMARY_LOCK: LiteralString = (
-    """
+_SUMMARY_THREAD: LiteralString = """
 MATCH (t:Thread {partition: $partition, id: $thread_id})
 USING INDEX t:Thread(partition, id)
-SET t._lock = true
-REMOVE t._lock
+"""
+_SUMMARY_CHILDREN: LiteralString = (
+    """
 RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
     COLLECT {
         UNWIND $child_ids AS id
@@ -297,6 +326,7 @@ RETURN EXISTS { MATCH (:Summary {id: $summary_id}) } AS exists,
     } AS summaries
 """
 )
+SUMMARY_LOCK: LiteralString = _SUMMARY_THREAD + "SET t._lock = true\nREMOVE t._lock\n" + _SUMMARY_CHILDREN
 
 SUMMARY_WRITE_OVER_MESSAGES: LiteralString = """
 MATCH (t:Thread {partition: $props.partition, id: $thread_id})
@@ -403,6 +433,17 @@ CREATE (s)-[:SUMMARIZES {position: child.position}]->(c)
 GET_SUMMARY: LiteralString = (
     """
 MATCH (s:Summary {id: $id})
+WHERE $partition IS NULL OR s.partition = $partition
+RETURN """
+    + _SUMMARY_MAP
+    + """ AS summary
+"""
+)
+
+GET_SUMMARIES: LiteralString = (
+    """
+UNWIND $ids AS id
+MATCH (s:Summary {id: id})
 WHERE $partition IS NULL OR s.partition = $partition
 RETURN """
     + _SUMMARY_MAP

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any, LiteralString, cast
 
 import neo4j
-from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction
+from neo4j import AsyncDriver, AsyncGraphDatabase
 from neo4j import exceptions as neo4j_errors
 
 from palimpsest.graph_schema import identity
@@ -63,7 +63,7 @@ from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
 from palimpsest.graph_schema.neo4j.transfer import Neo4jTransfer
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
-from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, check_limit, prepare_append
+from palimpsest.graph_schema.prepare import check_kinds, check_limit, prepare_append
 from palimpsest.graph_schema.store import MemoryStore
 
 __all__ = ["Neo4jStore", "snippet"]
@@ -169,73 +169,45 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
         *,
         project: str | None = None,
     ) -> AppendResult:
-        """Append in one transaction under the thread's lock (see `MemoryStore`)."""
+        """Append in one statement under the thread's lock (see `MemoryStore` and ``q.APPEND``)."""
         prepared = prepare_append(partition, thread_id, messages, project)
         try:
             metadata = [json.dumps(message.metadata) if message.metadata else "{}" for message in prepared]
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"message metadata must be JSON: {exc}") from exc
-        now = utcnow()
-        source_ids = [message.source_id for message in prepared]
-
-        async def work(tx: AsyncManagedTransaction) -> AppendResult:
-            (head,) = await self._run(
-                tx,
-                q.APPEND_LOCK,
-                thread_id=thread_id,
-                partition=partition,
-                project=project,
-                now=now,
-                source_ids=source_ids,
+        # The first of a caller id in the batch is the one stored, a repeat a duplicate.
+        batch: dict[str, dict[str, Any]] = {}
+        for message, meta in zip(prepared, metadata, strict=True):
+            batch.setdefault(
+                message.source_id,
+                vars(message)
+                | {
+                    "metadata": meta,
+                    "thread_id": thread_id,
+                    "partition": partition,
+                    "created_at": _epoch_us(message.created_at),
+                },
             )
-            stored_ids: dict[str, str] = dict(head["existing"])
-            rows: list[dict[str, Any]] = []
-            new_messages: list[PreparedMessage] = []
-            last_seq = head["last_seq"]
-            message_project = project if project is not None else head["project"]
-            for message, meta in zip(prepared, metadata, strict=True):
-                if message.source_id in stored_ids:
-                    continue
-                stored_ids[message.source_id] = message.id
-                new_messages.append(message)
-                last_seq += 1
-                rows.append(
-                    {key: value for key, value in vars(message).items() if key != "secrets"}
-                    | {
-                        "metadata": meta,
-                        "seq": last_seq,
-                        "thread_id": thread_id,
-                        "partition": partition,
-                        "project": message_project,
-                        "created_at": _epoch_us(message.created_at),
-                    }
-                )
-            uncovered = head["uncovered"]
-            if rows:
-                (written,) = await self._run(
-                    tx,
-                    q.APPEND_WRITE,
-                    thread_id=thread_id,
-                    partition=partition,
-                    project=project,
-                    now=now,
-                    rows=rows,
-                    last_seq=last_seq,
-                    prev_seq=head["last_seq"],
-                    tokens=sum(row["tokens"] for row in rows),
-                    secrets=sum(message.secrets for message in new_messages),
-                )
-                uncovered = written["uncovered"]
-            return AppendResult(
-                thread_id=thread_id,
-                partition=partition,
-                appended=len(rows),
-                duplicates=len(prepared) - len(rows),
-                message_ids=[stored_ids[message.source_id] for message in prepared],
-                uncompacted=uncovered,
-            )
-
-        return await self._transaction(work, write=True)
+        (written,) = await self._query(
+            q.APPEND,
+            write=True,
+            thread_id=thread_id,
+            partition=partition,
+            project=project,
+            now=utcnow(),
+            source_ids=list(batch),
+            rows=list(batch.values()),
+        )
+        stored_ids: dict[str, str] = dict(written["existing"])
+        appended = sum(1 for source_id in batch if source_id not in stored_ids)
+        return AppendResult(
+            thread_id=thread_id,
+            partition=partition,
+            appended=appended,
+            duplicates=len(prepared) - appended,
+            message_ids=[stored_ids.get(message.source_id, message.id) for message in prepared],
+            uncompacted=written["uncovered"],
+        )
 
     async def get_thread(self, partition: str | None, thread_id: str) -> Thread:
         """One thread with its message count (see `MemoryStore`)."""

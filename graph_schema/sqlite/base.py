@@ -1,11 +1,16 @@
-"""Plumbing every part of the SQLite backend shares: one connection, one lock, one worker thread.
+"""Plumbing every part of the SQLite backend shares: one writer connection, readers beside it, worker threads.
 
 It exists so the per-feature classes (``dag``, ``facts``, ``vectors``,
 ``maintenance``) and the store that assembles them (``store``) run their work the same
-way: all ``sqlite3`` work runs in a worker thread (``asyncio.to_thread``) on one connection
-guarded by a thread lock, so the event loop never blocks and a cancelled caller never leaves
-the connection half-used, and every sqlite3 error leaves as a domain error. It also holds the
-small row-to-model and binding helpers that more than one feature uses.
+way: all ``sqlite3`` work runs in a worker thread (``asyncio.to_thread``), so the event
+loop never blocks, and every sqlite3 error leaves as a domain error. Writes (and reads
+that decide a write) run on one connection guarded by a thread lock, so a cancelled
+caller never leaves it half-used. The reads that tools serve (`SqliteBase._read`) run
+on read-only connections of their own: in WAL mode they read the last committed state
+while the writer writes, so a search or a context assembly never queues behind an
+append or a compaction's write, nor behind another read (``bench/load.py`` measured
+that queue as most of a tool call's latency with 32 clients). It also holds the small
+row-to-model and binding helpers that more than one feature uses.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
 from palimpsest.graph_schema.errors import Conflict, InternalError, InvalidInput, NotFound, StoreUnavailable
@@ -29,6 +35,10 @@ from palimpsest.graph_schema.vectors import VectorSpace
 T = TypeVar("T")
 
 INT64_MAX = 2**63 - 1
+#: Idle read-only connections a store keeps open for the next reads.
+IDLE_READERS = 4
+#: How long a connection waits on another's lock before giving up.
+BUSY_TIMEOUT_S = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +126,65 @@ class SqliteBase:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._vectors = VectorSpace()
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the connection in a worker thread, translating every sqlite3 error."""
         return await asyncio.to_thread(self._locked, work)
+
+    async def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run read-only ``work`` on a reader connection in a worker thread, beside the writer.
+
+        ``work`` sees the last committed state (one snapshot inside a ``DEFERRED``
+        transaction). An in-memory database has no other connection to it, so there it
+        runs on the writer as `_run` does.
+        """
+        if self.path == ":memory:":
+            return await self._run(work)
+        return await asyncio.to_thread(self._on_reader, work)
+
+    def _on_reader(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._take_reader()
+        try:
+            return work(conn)
+        except sqlite3.Error as exc:
+            raise domain_error(exc, self.path) from exc
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"an argument is not valid UTF-8 (position {exc.start})") from exc
+        finally:
+            self._give_back(conn)
+
+    def _take_reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._conn is None:
+                raise StoreUnavailable("the SQLite store is not open: call initialize() first")
+            if self._idle_readers:
+                return self._idle_readers.pop()
+        try:
+            target = Path(self.path).expanduser()
+            conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            raise domain_error(exc, self.path) from exc
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        """Keep the connection for the next read, or close it (the store closed, or enough are idle)."""
+        with self._readers_lock:
+            if self._conn is not None and not conn.in_transaction and len(self._idle_readers) < IDLE_READERS:
+                self._idle_readers.append(conn)
+                return
+        conn.close()
+
+    def _close_readers(self) -> None:
+        with self._readers_lock:
+            idle, self._idle_readers = self._idle_readers, []
+        for conn in idle:
+            conn.close()
 
     def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:

@@ -174,7 +174,22 @@ class SqliteDag(SqliteBase):
                     raise NotFound("summary", summary_id)
                 return _summaries(conn, [row])[0]
 
-        return await self._run(read)
+        return await self._read(read)
+
+    async def get_summaries(self, partition: str | None, summary_ids: Sequence[str]) -> list[Summary]:
+        """The summaries in the order asked: three queries for any number."""
+
+        def read(conn: sqlite3.Connection) -> list[Summary]:
+            with transaction(conn, "DEFERRED"):
+                params = {"ids": ids_json(list(summary_ids)), "partition": partition}
+                rows = {row["id"]: row for row in conn.execute(q.SUMMARIES_IN_PARTITION, params)}
+                missing = next((summary_id for summary_id in summary_ids if summary_id not in rows), None)
+                if missing is not None:
+                    raise NotFound("summary", missing)
+                by_id = {summary.id: summary for summary in _summaries(conn, list(rows.values()))}
+                return [by_id[summary_id] for summary_id in summary_ids]
+
+        return await self._read(read) if summary_ids else []
 
     async def expand(
         self,
@@ -228,7 +243,7 @@ class SqliteDag(SqliteBase):
                 next_cursor=encode_cursor(end) if items and end < total else None,
             )
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def covered_by(self, message_ids: Sequence[str]) -> dict[str, list[str]]:
         """Walk SUMMARIZES edges up from every id at once, lowest level first."""
@@ -239,7 +254,7 @@ class SqliteDag(SqliteBase):
                 chains[origin].append(summary_id)
             return chains
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def frontier(self, partition: str, thread_id: str) -> list[FrontierItem]:
         """Top summaries and uncovered messages, ordered by first seq."""
@@ -249,7 +264,7 @@ class SqliteDag(SqliteBase):
                 require_thread(conn, partition, thread_id)
                 return _frontier(conn, partition, thread_id)
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def summary_dag(self, partition: str, thread_id: str) -> SummaryDag:
         """All summaries of the thread, the summary-to-summary edges and the frontier."""
@@ -265,7 +280,7 @@ class SqliteDag(SqliteBase):
                 frontier = _frontier(conn, partition, thread_id)
             return SummaryDag(thread_id=thread_id, partition=partition, nodes=nodes, edges=edges, frontier=frontier)
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def compaction_candidates(
         self, partition: str | None, *, min_uncovered: int, limit: int

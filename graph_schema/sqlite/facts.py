@@ -72,7 +72,7 @@ class SqliteFacts(SqliteBase):
 
     async def get_facts(self, partition: str | None, fact_ids: Sequence[str]) -> list[Fact]:
         """Facts by id, in the order asked."""
-        return await self._run(lambda conn: _facts(conn, partition, fact_ids))
+        return await self._read(lambda conn: _facts(conn, partition, fact_ids))
 
     async def supersede_fact(self, partition: str, old_id: str, new_id: str, *, at: datetime) -> Fact:
         """Set ``valid_until`` and write the SUPERSEDES row in one ``BEGIN IMMEDIATE`` transaction."""
@@ -110,7 +110,7 @@ class SqliteFacts(SqliteBase):
             with transaction(conn, "DEFERRED"):
                 return _with_sources(conn, conn.execute(q.LIST_FACTS, params).fetchall())
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def fact_stats(self, partition: str | None, *, thread_id: str | None = None) -> FactStats:
         """One GROUP BY over (subject, kind, current)."""
@@ -120,7 +120,7 @@ class SqliteFacts(SqliteBase):
             counts = [(row[0], row[1], bool(row[2]), row[3]) for row in conn.execute(q.FACT_STATS, params)]
             return FactStats.from_counts(partition, thread_id, counts)
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def clear_facts(self, partition: str, thread_id: str | None = None) -> int:
         """Restore what cleared facts superseded, delete them (sources cascade), reset cursors."""
@@ -149,7 +149,7 @@ class SqliteFacts(SqliteBase):
                 raise InvalidInput(f"thread id {thread_id!r} exists in several partitions: name the partition")
             return _layer(rows[0])
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def set_fact_layer(self, partition: str, thread_id: str, enabled: bool) -> FactLayerState:
         """Upsert the thread's layer row with the new switch."""

@@ -84,6 +84,9 @@ SELECT {SUMMARY_COLUMNS} FROM summaries
 WHERE id = :id AND (:partition IS NULL OR partition = :partition)
 """
 SUMMARIES_BY_IDS = f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id IN {IN_IDS}"
+SUMMARIES_IN_PARTITION = f"""
+SELECT {SUMMARY_COLUMNS} FROM summaries WHERE id IN {IN_IDS} AND (:partition IS NULL OR partition = :partition)
+"""
 THREAD_SUMMARIES = f"""
 SELECT {SUMMARY_COLUMNS} FROM summaries WHERE partition = :partition AND thread_id = :thread_id
 ORDER BY level, first_seq

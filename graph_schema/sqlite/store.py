@@ -5,9 +5,11 @@ still keeps the guarantees of docs/architecture.md: WAL and ``BEGIN IMMEDIATE`` 
 server share one file without a gap or a duplicate ``seq``; ``UNIQUE(child_id)`` on the
 SUMMARIZES table holds invariant 2 in the database itself; FTS5 serves text search.
 
-All ``sqlite3`` work runs in a worker thread (``asyncio.to_thread``) on one connection
-guarded by a thread lock, so the event loop never blocks and a cancelled caller never
-leaves the connection half-used. Validation and derivation come from ``prepare.py``.
+All ``sqlite3`` work runs in a worker thread (``asyncio.to_thread``): writes on one
+connection guarded by a thread lock, so the event loop never blocks and a cancelled
+caller never leaves the connection half-used; the reads tools serve on read-only
+connections beside it (``base``), which WAL lets read while the writer writes.
+Validation and derivation come from ``prepare.py``.
 
 The plumbing lives in ``base`` and the verbs of each feature in their own module
 (``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``, ``archive``); this module
@@ -41,6 +43,7 @@ from palimpsest.graph_schema.prepare import PreparedMessage, check_kinds, prepar
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.archive import SqliteArchive
 from palimpsest.graph_schema.sqlite.base import (
+    BUSY_TIMEOUT_S,
     INT64_MAX,
     clamp_int64,
     domain_error,
@@ -59,9 +62,6 @@ from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
 from palimpsest.graph_schema.sqlite.migrations import migrate
 from palimpsest.graph_schema.sqlite.transfer import SqliteTransfer
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
-
-#: How long a writer waits for another process's write transaction before giving up.
-BUSY_TIMEOUT_S = 30.0
 
 
 def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMessage]) -> list[tuple[Any, ...]]:
@@ -132,6 +132,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
         await asyncio.to_thread(self._close)
 
     def _close(self) -> None:
+        self._close_readers()
         with self._lock:
             if self._conn is not None:
                 conn, self._conn = self._conn, None
@@ -226,12 +227,12 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
 
     async def get_thread(self, partition: str | None, thread_id: str) -> Thread:
         """One thread with its message count; ``NotFound`` outside its partition."""
-        return await self._run(lambda conn: thread_from_row(require_thread(conn, partition, thread_id)))
+        return await self._read(lambda conn: thread_from_row(require_thread(conn, partition, thread_id)))
 
     async def list_threads(self, partition: str | None, *, limit: int = 100) -> list[Thread]:
         """Threads, most recently updated first."""
         params = {"partition": partition, "limit": page_limit(limit)}
-        return await self._run(lambda conn: [thread_from_row(row) for row in conn.execute(q.LIST_THREADS, params)])
+        return await self._read(lambda conn: [thread_from_row(row) for row in conn.execute(q.LIST_THREADS, params)])
 
     async def get_messages(
         self,
@@ -256,7 +257,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
                 scoped = {**params, "partition": thread["partition"]}
                 return [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, scoped)]
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def get_message(self, partition: str | None, message_id: str) -> Message:
         """One message by its stored id."""
@@ -267,7 +268,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
                 raise NotFound("message", message_id)
             return message_from_row(row)
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def search_text(
         self,
@@ -329,7 +330,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
             ranked = sorted(found.values(), key=lambda hit: (-hit.score, -hit.created_at.timestamp(), hit.id))
             return ranked[:limit]
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def stats(self, partition: str | None) -> StoreStats:
         """Counts from the per-thread totals and one GROUP BY over summaries."""
@@ -356,7 +357,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
                 bytes_on_disk=size,
             )
 
-        return await self._run(read)
+        return await self._read(read)
 
 
 def _ranking_words(conn: sqlite3.Connection, query: str) -> str:

@@ -41,6 +41,7 @@ and ``assembled_hash`` (SHA-256 of the text) lets a client tell whether anything
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -286,16 +287,26 @@ async def assemble_context(
     """
     if not MIN_BUDGET <= budget_tokens <= MAX_BUDGET:
         raise InvalidInput(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}, got {budget_tokens}")
-    await store.get_thread(partition, thread_id)
-    frontier = await store.frontier(partition, thread_id)
-    summaries = [await store.get_summary(partition, item.id) for item in frontier if item.kind == "summary"]
-    facts = await store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS)
+    # Few reads, and the independent ones at once: under load every read waits its turn
+    # for the store, so a call's latency grows with its count of sequential reads.
+    # ``frontier`` refuses a thread the partition does not have.
+    frontier, facts = await asyncio.gather(
+        store.frontier(partition, thread_id),
+        store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS),
+    )
+    pages = _MessagePages(
+        store, partition, thread_id, [item for item in frontier if item.kind == "message"], budget_tokens
+    )
+    # The newest messages are what ``recent`` shows first: read them beside the summaries.
+    summaries, _ = await asyncio.gather(
+        store.get_summaries(partition, [item.id for item in frontier if item.kind == "summary"]),
+        pages.read_newest(),
+    )
     recalled = None
     if query is not None:
         from palimpsest.server.retrieval.recall import recall
 
         recalled = await recall(store, query, partition=partition, limit=RECALL_LIMIT)
-    pages = _MessagePages(store, partition, thread_id, [item for item in frontier if item.kind == "message"])
     fact_candidates = [
         _fact_candidate(fact) for fact in sorted(facts, key=lambda f: (f.created_at, f.id), reverse=True)
     ]
@@ -499,12 +510,16 @@ class _MessagePages:
     """The thread's uncovered messages as ``recent`` candidates, newest first, read a page at a time.
 
     Their token counts come with the frontier, so the walk can tell what cannot fit
-    without reading it; the content is only read for candidates that might, and read
-    once for both attempts (whole, then pruning).
+    without reading it; the content is only read for candidates that might, a page
+    never more than could fit ``budget_tokens`` together, and read once for both
+    attempts (whole, then pruning).
     """
 
-    def __init__(self, store: MemoryStore, partition: str, thread_id: str, items: Sequence[FrontierItem]) -> None:
+    def __init__(
+        self, store: MemoryStore, partition: str, thread_id: str, items: Sequence[FrontierItem], budget_tokens: int
+    ) -> None:
         self._store = store
+        self._budget = budget_tokens
         self._partition = partition
         self._thread_id = thread_id
         self._items = list(reversed(items))
@@ -528,23 +543,51 @@ class _MessagePages:
         ]
         return self._current
 
-    async def render(self, candidate: _Candidate) -> None:
-        """Read the messages from this candidate back in time and render them, one range read.
+    async def read_newest(self) -> None:
+        """Read the newest page ahead of `render`, when the newest message fits the budget at all."""
+        if self._items and self._items[0].tokens <= self._budget:
+            await self._read_range(0, self._page_end(0))
 
-        The page stops at ``MESSAGE_PAGE`` messages or at the first gap in seq (a summary
-        between two uncovered messages), so the read never carries covered messages along.
+    def _page_end(self, start: int) -> int:
+        """Where the page from ``start`` ends (exclusive).
+
+        At ``MESSAGE_PAGE`` messages, at the first gap in seq (a summary between two
+        uncovered messages, so the read never carries covered messages along), or just
+        past the message that takes the page over the budget (a tail of huge tool
+        outputs is not read only to be left out, yet the pruning attempt, which must
+        read a message to learn whether it shortens, finds the first one that does not
+        fit already read); one message at least.
+        """
+        end = start + 1
+        tokens = self._items[start].tokens
+        while (
+            tokens <= self._budget
+            and end < min(len(self._items), start + MESSAGE_PAGE)
+            and self._seqs[end] == self._seqs[end - 1] - 1
+        ):
+            tokens += self._items[end].tokens
+            end += 1
+        return end
+
+    async def _read_range(self, start: int, end: int) -> None:
+        """Read the messages of ``self._items[start:end]`` (newest first, gap free) in one range read."""
+        wanted = {item.id for item in self._items[start:end]}
+        for message in await self._store.get_messages(
+            self._partition, self._thread_id, first_seq=self._seqs[end - 1], last_seq=self._seqs[start]
+        ):
+            if message.id in wanted:
+                self._read[message.id] = message
+
+    async def render(self, candidate: _Candidate) -> None:
+        """Read the page of messages from this candidate back in time (`_page_end`) and render them.
+
+        One range read, of the page's messages not read yet (``read_newest`` may have).
         """
         start = self._position[candidate.id]
-        end = start + 1
-        while end < min(len(self._items), start + MESSAGE_PAGE) and self._seqs[end] == self._seqs[end - 1] - 1:
-            end += 1
-        if any(item.id not in self._read for item in self._items[start:end]):
-            wanted = {item.id for item in self._items[start:end]}
-            for message in await self._store.get_messages(
-                self._partition, self._thread_id, first_seq=self._seqs[end - 1], last_seq=self._seqs[start]
-            ):
-                if message.id in wanted:
-                    self._read[message.id] = message
+        end = self._page_end(start)
+        unread = next((index for index in range(start, end) if self._items[index].id not in self._read), None)
+        if unread is not None:
+            await self._read_range(unread, end)
         for index in range(start, end):
             target = self._current[index]
             message = self._read[target.id]

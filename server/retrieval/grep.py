@@ -171,24 +171,17 @@ def _hit(found: SearchHit) -> GrepHit:
 
 
 async def _with_coverage(store: MemoryStore, hits: list[GrepHit]) -> list[GrepHit]:
-    """Fill ``covered_by``: the store's chain for messages, the parent chain for summaries."""
-    message_ids = [hit.id for hit in hits if hit.kind == "message"]
-    chains = await store.covered_by(message_ids) if message_ids else {}
+    """Fill ``covered_by``: the summaries above each message or summary hit, lowest level first.
+
+    One store read for every hit: a grep under load waits once for the store, not once
+    per summary level of every summary it found.
+    """
+    node_ids = [hit.id for hit in hits if hit.kind in ("message", "summary")]
+    chains = await store.covered_by(node_ids) if node_ids else {}
     for hit in hits:
-        if hit.kind == "message":
+        if hit.kind in ("message", "summary"):
             hit.covered_by = list(chains.get(hit.id, []))
-        elif hit.kind == "summary":
-            hit.covered_by = await _parent_chain(store, hit.partition, hit.id)
     return hits
-
-
-async def _parent_chain(store: MemoryStore, partition: str, summary_id: str) -> list[str]:
-    chain: list[str] = []
-    summary = await store.get_summary(partition, summary_id)
-    while summary.parent_id is not None:
-        chain.append(summary.parent_id)
-        summary = await store.get_summary(partition, summary.parent_id)
-    return chain
 
 
 # -- regex mode -------------------------------------------------------------------------
