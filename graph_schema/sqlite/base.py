@@ -14,17 +14,21 @@ import asyncio
 import json
 import logging
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from palimpsest.graph_schema.errors import Conflict, InternalError, InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.models import Message, Thread
 from palimpsest.graph_schema.prepare import check_limit
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.vectors import VectorSpace
+
+if TYPE_CHECKING:
+    from palimpsest.graph_schema.sqlite.vector_file import MappedVectors
 
 T = TypeVar("T")
 
@@ -116,6 +120,9 @@ class SqliteBase:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._vectors = VectorSpace()
+        #: The vector files as last mapped, and a ``:memory:`` store's directory for them.
+        self._mapped_vectors: MappedVectors | None = None
+        self._vector_scratch: tempfile.TemporaryDirectory[str] | None = None
 
     # -- plumbing -------------------------------------------------------------------
 

@@ -194,9 +194,10 @@ CREATE INDEX IF NOT EXISTS maintenance_cycles_by_start ON maintenance_cycles (st
 
 -- Semantic search: one vector per node (message, summary or fact) in `embeddings`,
 -- derived data kept apart from the node, so a message row never changes. `vector_index`
--- holds the size every vector has and a version every write bumps, which tells each
--- process's in-memory matrix when to catch up. AUTOINCREMENT: a pk is never reused, so
--- "new rows past the last pk seen" is exactly what was appended since.
+-- holds the size every vector has and a version every write bumps, which tells the
+-- vector files beside the database (sqlite/vector_file.py) when to catch up.
+-- AUTOINCREMENT: a pk is never reused, so "new rows past the last pk seen" is exactly
+-- what was appended since.
 CREATE TABLE IF NOT EXISTS vector_index (
     name       TEXT PRIMARY KEY,
     dimensions INTEGER NOT NULL,

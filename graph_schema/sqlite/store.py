@@ -133,6 +133,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
 
     def _close(self) -> None:
         with self._lock:
+            self._release_vectors()
             if self._conn is not None:
                 conn, self._conn = self._conn, None
                 try:

@@ -1,0 +1,425 @@
+"""The SQLite store's vectors as memory-mapped files beside the database, kept in step with it.
+
+Why: SQLite has no vector index, and reading a million 384-number vectors out of the
+``embeddings`` table into memory took 12-16 s, paid by the first semantic or hybrid
+search of every process. The table stays the source of truth; this module keeps a cache
+of it in ``<database>-vectors/`` that a process maps in milliseconds
+(``numpy.memmap``), whatever its size, and catches up by the table's version.
+
+Why not sqlite-vec: its ``vec0`` tables scan every vector of a query, as a matmul over
+the mapped file would (about 0.3 s for a million on a busy two-core machine), and it
+would keep a second copy of every vector inside the database. Searching a million
+vectors in tens of milliseconds needs to read fewer of them: here a coarse partition
+(an inverted file, "IVF": `CELLS` k-means centroids, each vector filed under its
+nearest) lets a broad search score only the vectors of the `PROBES` cells nearest the
+query, exactly, from the float32 rows. Narrow searches (a thread, a small partition, a
+short time range: at most `EXACT_ROWS` candidates) and stores under `IVF_MIN_ROWS`
+score every candidate, so they are exact; `bench/search_speed.py` reports the broad
+search's recall against the exact ranking.
+
+Files, per embedding model (named by a hash of the model's name):
+
+- ``<key>-<generation>.f32``: the vectors, float32 rows in table (pk) order;
+- ``<key>-<generation>.rows``: per vector, its ``embeddings.pk``, created time, a hash
+  of its thread and partition, its kind, whether it is still in the table, and its cell;
+- ``<key>-<generation>.cells.npy``: the centroids, once there are enough vectors;
+- ``<key>.json``: the header (`CacheHeader`): how many rows are valid, the last pk and
+  the table version they reflect. Replaced by an atomic rename, after the rows it counts
+  were written, so a crash mid-append leaves rows the header does not count (cut off by
+  the next writer) and never a header that counts missing rows.
+
+In step: a search compares the table's version with the header's. Equal: the files are
+current (on the first open of a process, the row count, last pk and last vector are
+also compared with the table, so a database replaced under the same name is caught).
+Rows only appended since: they are appended to the files. Rows deleted (a fact cleared,
+a run archived, a vector replaced, which gives its node a new pk): the table's pks are
+read and the missing rows marked dead in place. Anything else (another model, another
+size, a table that went backwards): the files are rebuilt as a new generation, then the
+header is switched to it. Writers in several processes take an advisory lock on
+``<key>.lock``. The cache holds pks, never node ids: a hit's id, partition and thread are
+read back from the table, so a stale or colliding cache row can never name a wrong node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib
+import os
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from palimpsest.graph_schema.vectors import KIND_CODES
+
+if sys.platform != "win32":
+    import fcntl
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+
+    class _Numpy:
+        """numpy, imported on first use: a process that never searches vectors never pays for it."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(importlib.import_module("numpy"), name)
+
+    np = _Numpy()
+
+#: The layout of the files; a header of another format is rebuilt.
+FORMAT = 1
+#: Vectors a store needs before broad searches go through the coarse partition.
+IVF_MIN_ROWS = 200_000
+#: Centroids of the coarse partition (about 4,000 vectors each at a million).
+CELLS = 256
+#: Cells scored per broad search, nearest the query first (about 6 % of the vectors).
+PROBES = 16
+#: Candidates (after the kind, thread, partition and time filters) scored exactly.
+EXACT_ROWS = 60_000
+#: Rows appended past the cell index before it is rebuilt (the tail is scored exactly).
+TAIL_ROWS = 20_000
+#: Vectors a k-means step trains on, per centroid.
+TRAIN_PER_CELL = 64
+#: Vectors scored against the centroids per step when filing them.
+ASSIGN_CHUNK = 65_536
+
+
+@functools.cache
+def row_dtype() -> np.dtype:
+    """One vector's metadata in the ``.rows`` file (40 bytes)."""
+    return np.dtype(
+        [
+            ("pk", "<i8"),
+            ("created", "<i8"),
+            ("thread", "<i8"),
+            ("partition", "<i8"),
+            ("kind", "i1"),
+            ("alive", "u1"),
+            ("cell", "<i2"),
+            ("spare", "<i4"),
+        ]
+    )
+
+
+def text_hash(value: str | None) -> int:
+    """A thread's or partition's 64-bit hash (0 for none); hits are checked against the table."""
+    if value is None:
+        return 0
+    return int.from_bytes(hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+class CacheHeader(BaseModel):
+    """What the files of one model hold, as of which table version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: int
+    model: str
+    dimensions: int
+    generation: int
+    version: int
+    rows: int
+    alive: int
+    max_pk: int
+    cells: int
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One ``embeddings`` row as the cache reads it."""
+
+    pk: int
+    kind: str
+    partition: str
+    thread_id: str | None
+    created_us: int
+    vector: bytes
+
+
+@dataclass
+class MappedVectors:
+    """One generation of the files, mapped, with the cell index of its rows.
+
+    ``version`` is the table version the mapping reflects; ``rows`` the rows it counts.
+    """
+
+    directory: Path
+    header: CacheHeader
+    vectors: np.ndarray
+    meta: np.ndarray
+    centroids: np.ndarray | None
+    _order: np.ndarray | None = None
+    _bounds: np.ndarray | None = None
+    _indexed: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def version(self) -> int:
+        return self.header.version
+
+    def nearest(
+        self,
+        query: np.ndarray,
+        *,
+        kinds: Sequence[str],
+        partition: str | None,
+        thread_id: str | None,
+        since_us: int | None,
+        until_us: int | None,
+        limit: int,
+        exact: bool = False,
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` pks whose vectors are nearest ``query`` (a unit vector), with cosines.
+
+        ``exact`` scores every candidate (the ranking the benchmark compares the cells with).
+        """
+        size = self.header.rows
+        if size == 0:
+            return []
+        meta = self.meta[:size]
+        mask = (meta["alive"] == 1) & np.isin(meta["kind"], [KIND_CODES[kind] for kind in kinds])
+        if partition is not None:
+            mask &= meta["partition"] == text_hash(partition)
+        if thread_id is not None:
+            mask &= meta["thread"] == text_hash(thread_id)
+        if since_us is not None:
+            mask &= meta["created"] >= since_us
+        if until_us is not None:
+            mask &= meta["created"] <= until_us
+        candidates = int(np.count_nonzero(mask))
+        if candidates == 0:
+            return []
+        if exact or self.centroids is None or candidates <= EXACT_ROWS:
+            rows = np.flatnonzero(mask)
+        else:
+            rows = self._probed(query, mask, PROBES, limit)
+        scores = (self.vectors[:size] if len(rows) == size else self.vectors[rows]) @ query
+        count = min(limit, len(rows))
+        top = np.argpartition(-scores, count - 1)[:count] if count < len(rows) else np.arange(len(rows))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        pks = meta["pk"][rows[top]]
+        return [(int(pk), float(score)) for pk, score in zip(pks, scores[top], strict=True)]
+
+    def _probed(self, query: np.ndarray, mask: np.ndarray, probes: int, limit: int) -> np.ndarray:
+        """Candidate rows in the cells nearest the query, plus the unindexed tail, in row order.
+
+        Probes more cells while they hold fewer than ``limit`` candidates, so a filter that
+        keeps few rows of each cell still fills the page.
+        """
+        assert self.centroids is not None
+        order, bounds, indexed = self._cell_index()
+        ranked = np.argsort(-(self.centroids @ query))
+        tail = np.arange(indexed, self.header.rows)
+        while True:
+            cells = ranked[:probes]
+            picked = np.concatenate([order[bounds[cell] : bounds[cell + 1]] for cell in cells] + [tail])
+            rows = np.sort(picked[mask[picked]])
+            if len(rows) >= limit or probes >= len(ranked):
+                return rows
+            probes *= 2
+
+    def _cell_index(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Each cell's rows (one sort of the cell column), rebuilt once the tail outgrows `TAIL_ROWS`."""
+        with self._lock:
+            size = self.header.rows
+            if self._order is None or size - self._indexed > TAIL_ROWS:
+                cells = self.meta["cell"][:size]
+                self._order = np.argsort(cells, kind="stable")
+                self._bounds = np.searchsorted(cells[self._order], np.arange(CELLS + 1))
+                self._indexed = size
+            assert self._bounds is not None
+            return self._order, self._bounds, self._indexed
+
+
+def cache_directory(database: str) -> Path:
+    """Where a database's vector files live: ``<database>-vectors`` beside it."""
+    path = Path(database).expanduser()
+    return path.with_name(path.name + "-vectors")
+
+
+def model_key(model: str) -> str:
+    """A file-name-safe key for a model's files."""
+    return hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
+
+
+class VectorFiles:
+    """The files of one model in one directory: read the header, map, append, mark dead, rebuild."""
+
+    def __init__(self, directory: Path, model: str, dimensions: int) -> None:
+        self.directory = directory
+        self.model = model
+        self.dimensions = dimensions
+        self.key = model_key(model)
+
+    # -- reading -------------------------------------------------------------------
+
+    def header(self) -> CacheHeader | None:
+        """The current header, or None if missing, unreadable, or for another layout, model or size."""
+        try:
+            header = CacheHeader.model_validate_json((self.directory / f"{self.key}.json").read_bytes())
+        except (OSError, ValidationError):
+            return None
+        if (header.format, header.model, header.dimensions) != (FORMAT, self.model, self.dimensions):
+            return None
+        return header
+
+    def map(self, header: CacheHeader) -> MappedVectors:
+        """The files the header names, mapped read-only (nothing is read until searched)."""
+        vectors_path, meta_path, cells_path = self._paths(header.generation)
+        if header.rows == 0:
+            empty = np.empty((0, self.dimensions), dtype=np.float32)
+            return MappedVectors(self.directory, header, empty, np.empty(0, dtype=row_dtype()), None)
+        vectors = np.memmap(vectors_path, dtype="<f4", mode="r", shape=(header.rows, self.dimensions))
+        meta = np.memmap(meta_path, dtype=row_dtype(), mode="r", shape=(header.rows,))
+        centroids = np.load(cells_path) if header.cells else None
+        return MappedVectors(self.directory, header, vectors, meta, centroids)
+
+    def last_vector(self, header: CacheHeader) -> bytes:
+        """The stored bytes of the header's last row (compared with the table on a first open)."""
+        mapped = self.map(header)
+        return mapped.vectors[header.rows - 1].tobytes() if header.rows else b""
+
+    def pks(self, header: CacheHeader) -> np.ndarray:
+        """The pk of every row the header counts."""
+        return np.array(self.map(header).meta["pk"][: header.rows])
+
+    # -- writing (the caller holds `locked`) -----------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """An advisory lock on ``<key>.lock`` (none on Windows): one writer per model at a time."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / f"{self.key}.lock", "a+b") as handle:
+            if sys.platform != "win32":
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def append(self, header: CacheHeader, rows: Sequence[TableRow], version: int) -> CacheHeader:
+        """Append rows (pk order, past ``header.max_pk``) and count them in a new header."""
+        vectors_path, meta_path, _ = self._paths(header.generation)
+        centroids = np.load(self._paths(header.generation)[2]) if header.cells else None
+        block = self._block(rows, centroids)
+        with open(vectors_path, "r+b") as vectors_file, open(meta_path, "r+b") as meta_file:
+            # Cut off rows a crashed writer appended but never counted.
+            vectors_file.truncate(header.rows * self.dimensions * 4)
+            meta_file.truncate(header.rows * row_dtype().itemsize)
+            vectors_file.seek(0, os.SEEK_END)
+            meta_file.seek(0, os.SEEK_END)
+            vectors_file.write(block[0].tobytes())
+            meta_file.write(block[1].tobytes())
+        updated = header.model_copy(
+            update={
+                "rows": header.rows + len(rows),
+                "alive": header.alive + len(rows),
+                "max_pk": rows[-1].pk if rows else header.max_pk,
+                "version": version,
+            }
+        )
+        if updated.cells == 0 and updated.rows >= IVF_MIN_ROWS:
+            updated = self._file_into_cells(updated)
+        self._write_header(updated)
+        return updated
+
+    def mark_dead(self, header: CacheHeader, live_pks: np.ndarray) -> CacheHeader:
+        """Mark rows whose pk is not among ``live_pks`` (sorted) as deleted, in place."""
+        _, meta_path, _ = self._paths(header.generation)
+        if header.rows == 0:
+            return header
+        meta = np.memmap(meta_path, dtype=row_dtype(), mode="r+", shape=(header.rows,))
+        pks = meta["pk"][: header.rows]
+        gone = ~np.isin(pks, live_pks, assume_unique=True)
+        alive = meta["alive"][: header.rows]
+        alive[gone] = 0
+        meta["alive"][: header.rows] = alive
+        meta.flush()
+        count = int(np.count_nonzero(alive))
+        del meta
+        return header.model_copy(update={"alive": count})
+
+    def rebuild(self, chunks: Iterator[Sequence[TableRow]], version: int) -> CacheHeader:
+        """Write every row as a new generation, file them into cells, then switch the header to it."""
+        previous = self.header()
+        generation = 0 if previous is None else previous.generation + 1
+        vectors_path, meta_path, _ = self._paths(generation)
+        header = CacheHeader(
+            format=FORMAT, model=self.model, dimensions=self.dimensions, generation=generation,
+            version=version, rows=0, alive=0, max_pk=0, cells=0,
+        )  # fmt: skip
+        with open(vectors_path, "wb") as vectors_file, open(meta_path, "wb") as meta_file:
+            for rows in chunks:
+                vectors, meta = self._block(rows, None)
+                vectors_file.write(vectors.tobytes())
+                meta_file.write(meta.tobytes())
+                header = header.model_copy(
+                    update={"rows": header.rows + len(rows), "alive": header.alive + len(rows), "max_pk": rows[-1].pk}
+                )
+        if header.rows >= IVF_MIN_ROWS:
+            header = self._file_into_cells(header)
+        self._write_header(header)
+        self._remove_other_generations(generation)
+        return header
+
+    def _block(self, rows: Sequence[TableRow], centroids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows as a float32 matrix and their metadata records."""
+        vectors = np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4").reshape(len(rows), self.dimensions)
+        meta = np.zeros(len(rows), dtype=row_dtype())
+        hashes: dict[str | None, int] = {}
+        meta["pk"] = [row.pk for row in rows]
+        meta["created"] = [row.created_us for row in rows]
+        meta["thread"] = [hashes.setdefault(row.thread_id, text_hash(row.thread_id)) for row in rows]
+        meta["partition"] = [hashes.setdefault(row.partition, text_hash(row.partition)) for row in rows]
+        meta["kind"] = [KIND_CODES[row.kind] for row in rows]
+        meta["alive"] = 1
+        if centroids is not None and len(rows):
+            meta["cell"] = np.argmax(vectors @ centroids.T, axis=1)
+        return vectors, meta
+
+    def _file_into_cells(self, header: CacheHeader) -> CacheHeader:
+        """Train `CELLS` centroids (spherical k-means on a sample) and file every row under one."""
+        vectors_path, meta_path, cells_path = self._paths(header.generation)
+        vectors = np.memmap(vectors_path, dtype="<f4", mode="r", shape=(header.rows, self.dimensions))
+        rng = np.random.default_rng(header.rows)
+        sample = np.asarray(vectors[np.sort(rng.choice(header.rows, CELLS * TRAIN_PER_CELL, replace=False))])
+        centroids = sample[rng.choice(len(sample), CELLS, replace=False)].copy()
+        for _ in range(10):
+            nearest = np.argmax(sample @ centroids.T, axis=1)
+            sums = np.zeros_like(centroids)
+            np.add.at(sums, nearest, sample)
+            norms = np.linalg.norm(sums, axis=1)
+            empty = norms == 0
+            sums[empty] = sample[rng.choice(len(sample), int(empty.sum()), replace=False)]
+            centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+        meta = np.memmap(meta_path, dtype=row_dtype(), mode="r+", shape=(header.rows,))
+        for start in range(0, header.rows, ASSIGN_CHUNK):
+            block = np.asarray(vectors[start : start + ASSIGN_CHUNK])
+            meta["cell"][start : start + len(block)] = np.argmax(block @ centroids.T, axis=1)
+        meta.flush()
+        del meta
+        np.save(cells_path, centroids.astype(np.float32))
+        return header.model_copy(update={"cells": CELLS})
+
+    def _write_header(self, header: CacheHeader) -> None:
+        """Write the header beside the files and rename it into place (atomic)."""
+        target = self.directory / f"{self.key}.json"
+        scratch = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        scratch.write_text(header.model_dump_json(), encoding="utf-8")
+        os.replace(scratch, target)
+
+    def _remove_other_generations(self, keep: int) -> None:
+        """Delete older generations' files (a process still mapping them keeps reading them on POSIX)."""
+        keep_names = {path.name for path in self._paths(keep)}
+        for path in self.directory.glob(f"{self.key}-*"):
+            if path.name not in keep_names:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    def _paths(self, generation: int) -> tuple[Path, Path, Path]:
+        stem = f"{self.key}-{generation}"
+        return self.directory / f"{stem}.f32", self.directory / f"{stem}.rows", self.directory / f"{stem}.cells.npy"
