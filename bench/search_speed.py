@@ -45,6 +45,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -335,7 +336,10 @@ async def open_filled(kind: str, size: int, neo4j_uri: str | None, directory: Pa
                 await (await session.run(_NEO4J_WIPE)).consume()
     else:
         for leftover in directory.glob(f"speed-{size}.db*"):
-            leftover.unlink()
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
     store = open_store(url, Neo4jCredentials())
     await store.initialize()
     return store, False

@@ -1,6 +1,6 @@
 """SQLite's vector files: mapped by a fresh process, kept in step with the table, never wrong.
 
-The ``embeddings`` table is the source of truth and ``<database>-vectors/`` a cache of
+The ``embeddings`` table is the source of truth and ``<database>.vectors/`` a cache of
 it (``graph_schema/sqlite/vector_file.py``). These tests hold the cache to that: a
 second store object (another process's view) finds the files current and maps them
 without rebuilding; appends, replaced vectors and a database replaced under the same

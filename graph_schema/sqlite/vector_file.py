@@ -3,7 +3,7 @@
 Why: SQLite has no vector index, and reading a million 384-number vectors out of the
 ``embeddings`` table into memory took 12-16 s, paid by the first semantic or hybrid
 search of every process. The table stays the source of truth; this module keeps a cache
-of it in ``<database>-vectors/`` that a process maps in milliseconds
+of it in ``<database>.vectors/`` that a process maps in milliseconds
 (``numpy.memmap``), whatever its size, and catches up by the table's version.
 
 Why not sqlite-vec: its ``vec0`` tables scan every vector of a query, as a matmul over
@@ -239,9 +239,9 @@ class MappedVectors:
 
 
 def cache_directory(database: str) -> Path:
-    """Where a database's vector files live: ``<database>-vectors`` beside it."""
+    """Where a database's vector files live: ``<database>.vectors`` beside it (as ``.archive``)."""
     path = Path(database).expanduser()
-    return path.with_name(path.name + "-vectors")
+    return path.with_name(path.name + ".vectors")
 
 
 def model_key(model: str) -> str:

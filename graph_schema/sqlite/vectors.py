@@ -274,7 +274,7 @@ class SqliteVectors(SqliteBase):
             yield [TableRow(*row) for row in chunk]
 
     def _vector_directory(self) -> Path:
-        """``<database>-vectors`` beside a file; a private temporary directory for ``:memory:``."""
+        """``<database>.vectors`` beside a file; a private temporary directory for ``:memory:``."""
         if self.path != ":memory:":
             return cache_directory(self.path)
         if self._vector_scratch is None:
