@@ -173,7 +173,7 @@ async def test_cells_keep_narrow_searches_exact_and_find_the_nearest_in_broad_on
     dims = 16
     rng = np.random.default_rng(3)
     centres = rng.normal(size=(8, dims))
-    vectors = centres[rng.integers(0, 8, 400)] + rng.normal(0, 0.1, (400, dims))
+    vectors = centres[rng.integers(0, 8, 460)] + rng.normal(0, 0.1, (460, dims))
     store = await opened(db_path, dims)
     try:
         ids = [
@@ -182,17 +182,29 @@ async def test_cells_keep_narrow_searches_exact_and_find_the_nearest_in_broad_on
         ]
         await nearest_ids(store, vectors[0].tolist())
         assert header(db_path, dims).cells == 0
-        # Appends past IVF_MIN_ROWS file every row into cells; later rows join the tail.
-        ids += await embed(store, vectors[380:].tolist(), thread_id="t2", start=380)
+        # Appends past IVF_MIN_ROWS file every row into cells, written in cell order.
+        ids += await embed(store, vectors[380:400].tolist(), thread_id="t2", start=380)
         for index in (0, 150, 250, 399):
             assert (await nearest_ids(store, vectors[index].tolist()))[0] == ids[index]
-        assert header(db_path, dims).cells == 8
+        assert (header(db_path, dims).cells, header(db_path, dims).sorted_rows) == (8, 400)
+        # Later rows join the unsorted tail, and are found there...
+        ids += await embed(store, vectors[400:420].tolist(), thread_id="t3", start=400)
+        assert (await nearest_ids(store, vectors[410].tolist()))[0] == ids[410]
+        assert (header(db_path, dims).rows, header(db_path, dims).sorted_rows) == (420, 400)
+        # ...until the tail outgrows an eighth of the sorted rows: sorted again.
+        ids += await embed(store, vectors[420:].tolist(), thread_id="t3", start=420)
+        assert (await nearest_ids(store, vectors[455].tolist()))[0] == ids[455]
+        assert (header(db_path, dims).rows, header(db_path, dims).sorted_rows) == (460, 460)
 
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         # A broad search scores two cells of eight, and still finds the exact top ten.
         for index in (7, 222):
             exact = np.argsort(-(unit @ unit[index]), kind="stable")[:10]
             assert (await nearest_ids(store, vectors[index].tolist()))[:10] == [ids[i] for i in exact]
+        # Deleted rows stay in the sorted files, marked dead, never returned.
+        await store.set_embeddings([(ids[7], (-vectors[7]).tolist())], MODEL)
+        assert ids[7] not in (await nearest_ids(store, vectors[7].tolist()))[:40]
+        unit[7] = -unit[7]
         # A narrow search (one thread's last 30 minutes: under EXACT_ROWS) is exact.
         since = T0 + timedelta(minutes=170)
         found = await nearest_ids(store, vectors[5].tolist(), thread_id="t1", since=since)

@@ -74,7 +74,7 @@ else:
     np = _Numpy()
 
 #: The layout of the files; a header of another format is rebuilt.
-FORMAT = 1
+FORMAT = 2
 #: Vectors a store needs before broad searches go through the coarse partition.
 IVF_MIN_ROWS = 200_000
 #: Centroids of the coarse partition (about 4,000 vectors each at a million).
@@ -83,7 +83,8 @@ CELLS = 256
 PROBES = 16
 #: Candidates (after the kind, thread, partition and time filters) scored exactly.
 EXACT_ROWS = 60_000
-#: Rows appended past the cell index before it is rebuilt (the tail is scored exactly).
+#: Rows appended past the cell-sorted rows before the files are sorted again (a share of
+#: the sorted rows, at least this many): until then they are gathered row by row.
 TAIL_ROWS = 20_000
 #: Vectors a k-means step trains on, per centroid.
 TRAIN_PER_CELL = 64
@@ -129,6 +130,7 @@ class CacheHeader(BaseModel):
     alive: int
     max_pk: int
     cells: int
+    sorted_rows: int
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,11 @@ class TableRow:
 
 @dataclass
 class MappedVectors:
-    """One generation of the files, mapped, with the cell index of its rows.
+    """One generation of the files, mapped, with the filter masks its searches asked for.
 
-    ``version`` is the table version the mapping reflects; ``rows`` the rows it counts.
+    ``version`` is the table version the mapping reflects. Rows ``[0, sorted_rows)`` are
+    in cell order, so a cell is one contiguous block of the file; later rows (the tail,
+    appended since) are scored wherever their cell is probed.
     """
 
     directory: Path
@@ -155,9 +159,8 @@ class MappedVectors:
     vectors: np.ndarray
     meta: np.ndarray
     centroids: np.ndarray | None
-    _order: np.ndarray | None = None
     _bounds: np.ndarray | None = None
-    _indexed: int = 0
+    _masks: dict[tuple[tuple[str, ...], str | None], np.ndarray] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -184,58 +187,82 @@ class MappedVectors:
         if size == 0:
             return []
         meta = self.meta[:size]
-        mask = (meta["alive"] == 1) & np.isin(meta["kind"], [KIND_CODES[kind] for kind in kinds])
-        if partition is not None:
-            mask &= meta["partition"] == text_hash(partition)
+        mask = self._base_mask(tuple(kinds), partition)
         if thread_id is not None:
-            mask &= meta["thread"] == text_hash(thread_id)
+            mask = mask & (meta["thread"] == text_hash(thread_id))
         if since_us is not None:
-            mask &= meta["created"] >= since_us
+            mask = mask & (meta["created"] >= since_us)
         if until_us is not None:
-            mask &= meta["created"] <= until_us
+            mask = mask & (meta["created"] <= until_us)
         candidates = int(np.count_nonzero(mask))
         if candidates == 0:
             return []
         if exact or self.centroids is None or candidates <= EXACT_ROWS:
             rows = np.flatnonzero(mask)
+            scores = (self.vectors[:size] if len(rows) == size else self.vectors[rows]) @ query
         else:
-            rows = self._probed(query, mask, PROBES, limit)
-        scores = (self.vectors[:size] if len(rows) == size else self.vectors[rows]) @ query
+            rows, scores = self._probed(query, mask, limit)
         count = min(limit, len(rows))
         top = np.argpartition(-scores, count - 1)[:count] if count < len(rows) else np.arange(len(rows))
         top = top[np.argsort(-scores[top], kind="stable")]
         pks = meta["pk"][rows[top]]
         return [(int(pk), float(score)) for pk, score in zip(pks, scores[top], strict=True)]
 
-    def _probed(self, query: np.ndarray, mask: np.ndarray, probes: int, limit: int) -> np.ndarray:
-        """Candidate rows in the cells nearest the query, plus the unindexed tail, in row order.
+    def _base_mask(self, kinds: tuple[str, ...], partition: str | None) -> np.ndarray:
+        """Live rows of these kinds in this partition, kept for the mapping's next searches."""
+        with self._lock:
+            mask = self._masks.get((kinds, partition))
+            if mask is None:
+                meta = self.meta[: self.header.rows]
+                mask = (meta["alive"] == 1) & np.isin(meta["kind"], [KIND_CODES[kind] for kind in kinds])
+                if partition is not None:
+                    mask &= meta["partition"] == text_hash(partition)
+                if len(self._masks) >= 8:
+                    self._masks.clear()
+                self._masks[(kinds, partition)] = mask
+            return mask
 
-        Probes more cells while they hold fewer than ``limit`` candidates, so a filter that
-        keeps few rows of each cell still fills the page.
+    def _probed(self, query: np.ndarray, mask: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate rows of the cells nearest the query, and their scores.
+
+        A sorted cell is scored as one block of the mapped file (no copy); tail rows of
+        the probed cells are gathered. Probes twice as many cells while they hold fewer
+        than ``limit`` candidates, so a filter that keeps few rows of each cell still
+        fills the page.
         """
         assert self.centroids is not None
-        order, bounds, indexed = self._cell_index()
+        bounds = self._cell_bounds()
+        sorted_rows = self.header.sorted_rows
+        tail = np.arange(sorted_rows, self.header.rows)
+        tail_cells = self.meta["cell"][sorted_rows : self.header.rows]
         ranked = np.argsort(-(self.centroids @ query))
-        tail = np.arange(indexed, self.header.rows)
+        probes, done = PROBES, 0
+        rows: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        found = 0
         while True:
-            cells = ranked[:probes]
-            picked = np.concatenate([order[bounds[cell] : bounds[cell + 1]] for cell in cells] + [tail])
-            rows = np.sort(picked[mask[picked]])
-            if len(rows) >= limit or probes >= len(ranked):
-                return rows
-            probes *= 2
+            for cell in ranked[done:probes]:
+                start, end = int(bounds[cell]), int(bounds[cell + 1])
+                keep = np.flatnonzero(mask[start:end])
+                if len(keep):
+                    block = self.vectors[start:end] @ query
+                    rows.append(keep + start)
+                    scores.append(block[keep])
+                    found += len(keep)
+            picked = tail[np.isin(tail_cells, ranked[:probes]) & mask[sorted_rows:]]
+            if found + len(picked) >= limit or probes >= len(ranked):
+                rows.append(picked)
+                scores.append(self.vectors[picked] @ query)
+                return np.concatenate(rows), np.concatenate(scores)
+            done, probes = probes, probes * 2
 
-    def _cell_index(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Each cell's rows (one sort of the cell column), rebuilt once the tail outgrows `TAIL_ROWS`."""
+    def _cell_bounds(self) -> np.ndarray:
+        """Where each cell's block starts in the sorted rows (the last entry is their end)."""
         with self._lock:
-            size = self.header.rows
-            if self._order is None or size - self._indexed > TAIL_ROWS:
-                cells = self.meta["cell"][:size]
-                self._order = np.argsort(cells, kind="stable")
-                self._bounds = np.searchsorted(cells[self._order], np.arange(CELLS + 1))
-                self._indexed = size
-            assert self._bounds is not None
-            return self._order, self._bounds, self._indexed
+            if self._bounds is None:
+                cells = self.meta["cell"][: self.header.sorted_rows]
+                self._bounds = np.searchsorted(cells, np.arange(self.header.cells + 1))
+            return self._bounds
 
 
 def cache_directory(database: str) -> Path:
@@ -282,13 +309,12 @@ class VectorFiles:
         return MappedVectors(self.directory, header, vectors, meta, centroids)
 
     def last_vector(self, header: CacheHeader) -> bytes:
-        """The stored bytes of the header's last row (compared with the table on a first open)."""
+        """The stored bytes of the row of the header's last pk (compared with the table on a first open)."""
+        if not header.rows:
+            return b""
         mapped = self.map(header)
-        return mapped.vectors[header.rows - 1].tobytes() if header.rows else b""
-
-    def pks(self, header: CacheHeader) -> np.ndarray:
-        """The pk of every row the header counts."""
-        return np.array(self.map(header).meta["pk"][: header.rows])
+        found = np.flatnonzero(mapped.meta["pk"] == header.max_pk)
+        return mapped.vectors[found[0]].tobytes() if len(found) else b""
 
     # -- writing (the caller holds `locked`) -----------------------------------------
 
@@ -323,8 +349,11 @@ class VectorFiles:
             }
         )
         if updated.cells == 0 and updated.rows >= IVF_MIN_ROWS:
-            updated = self._file_into_cells(updated)
+            updated = self._sorted_by_cell(updated, self._trained(updated))
+        elif updated.cells and updated.rows - updated.sorted_rows > max(TAIL_ROWS, updated.sorted_rows // 8):
+            updated = self._sorted_by_cell(updated, np.load(self._paths(updated.generation)[2]))
         self._write_header(updated)
+        self._remove_other_generations(updated.generation)
         return updated
 
     def mark_dead(self, header: CacheHeader, live_pks: np.ndarray) -> CacheHeader:
@@ -350,7 +379,7 @@ class VectorFiles:
         vectors_path, meta_path, _ = self._paths(generation)
         header = CacheHeader(
             format=FORMAT, model=self.model, dimensions=self.dimensions, generation=generation,
-            version=version, rows=0, alive=0, max_pk=0, cells=0,
+            version=version, rows=0, alive=0, max_pk=0, cells=0, sorted_rows=0,
         )  # fmt: skip
         with open(vectors_path, "wb") as vectors_file, open(meta_path, "wb") as meta_file:
             for rows in chunks:
@@ -361,9 +390,9 @@ class VectorFiles:
                     update={"rows": header.rows + len(rows), "alive": header.alive + len(rows), "max_pk": rows[-1].pk}
                 )
         if header.rows >= IVF_MIN_ROWS:
-            header = self._file_into_cells(header)
+            header = self._sorted_by_cell(header, self._trained(header))
         self._write_header(header)
-        self._remove_other_generations(generation)
+        self._remove_other_generations(header.generation)
         return header
 
     def _block(self, rows: Sequence[TableRow], centroids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -381,29 +410,50 @@ class VectorFiles:
             meta["cell"] = np.argmax(vectors @ centroids.T, axis=1)
         return vectors, meta
 
-    def _file_into_cells(self, header: CacheHeader) -> CacheHeader:
-        """Train `CELLS` centroids (spherical k-means on a sample) and file every row under one."""
-        vectors_path, meta_path, cells_path = self._paths(header.generation)
+    def _trained(self, header: CacheHeader) -> np.ndarray:
+        """`CELLS` unit centroids: spherical k-means on a sample of the rows."""
+        vectors_path, _, _ = self._paths(header.generation)
         vectors = np.memmap(vectors_path, dtype="<f4", mode="r", shape=(header.rows, self.dimensions))
         rng = np.random.default_rng(header.rows)
-        sample = np.asarray(vectors[np.sort(rng.choice(header.rows, CELLS * TRAIN_PER_CELL, replace=False))])
+        picked = rng.choice(header.rows, min(header.rows, CELLS * TRAIN_PER_CELL), replace=False)
+        sample = np.asarray(vectors[np.sort(picked)])
         centroids = sample[rng.choice(len(sample), CELLS, replace=False)].copy()
         for _ in range(10):
             nearest = np.argmax(sample @ centroids.T, axis=1)
             sums = np.zeros_like(centroids)
             np.add.at(sums, nearest, sample)
-            norms = np.linalg.norm(sums, axis=1)
-            empty = norms == 0
+            empty = np.linalg.norm(sums, axis=1) == 0
             sums[empty] = sample[rng.choice(len(sample), int(empty.sum()), replace=False)]
             centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
-        meta = np.memmap(meta_path, dtype=row_dtype(), mode="r+", shape=(header.rows,))
-        for start in range(0, header.rows, ASSIGN_CHUNK):
-            block = np.asarray(vectors[start : start + ASSIGN_CHUNK])
-            meta["cell"][start : start + len(block)] = np.argmax(block @ centroids.T, axis=1)
-        meta.flush()
-        del meta
-        np.save(cells_path, centroids.astype(np.float32))
-        return header.model_copy(update={"cells": CELLS})
+        return centroids.astype(np.float32)
+
+    def _sorted_by_cell(self, header: CacheHeader, centroids: np.ndarray) -> CacheHeader:
+        """Write the rows as the next generation in cell order (each cell one block of the file).
+
+        Rows are filed under their nearest centroid (rows filed already keep their cell),
+        then copied in cell order, `ASSIGN_CHUNK` at a time.
+        """
+        vectors_path, meta_path, _ = self._paths(header.generation)
+        vectors = np.memmap(vectors_path, dtype="<f4", mode="r", shape=(header.rows, self.dimensions))
+        meta = np.memmap(meta_path, dtype=row_dtype(), mode="r", shape=(header.rows,))
+        cells = np.array(meta["cell"])
+        if not header.cells:
+            for start in range(0, header.rows, ASSIGN_CHUNK):
+                block = np.asarray(vectors[start : start + ASSIGN_CHUNK])
+                cells[start : start + len(block)] = np.argmax(block @ centroids.T, axis=1)
+        order = np.argsort(cells, kind="stable")
+        generation = header.generation + 1
+        new_vectors, new_meta, new_cells = self._paths(generation)
+        with open(new_vectors, "wb") as vectors_file, open(new_meta, "wb") as meta_file:
+            for start in range(0, header.rows, ASSIGN_CHUNK):
+                picked = order[start : start + ASSIGN_CHUNK]
+                vectors_file.write(np.asarray(vectors[picked]).tobytes())
+                records = np.array(meta[picked])
+                records["cell"] = cells[picked]
+                meta_file.write(records.tobytes())
+        np.save(new_cells, centroids)
+        del vectors, meta
+        return header.model_copy(update={"generation": generation, "cells": len(centroids), "sorted_rows": header.rows})
 
     def _write_header(self, header: CacheHeader) -> None:
         """Write the header beside the files and rename it into place (atomic)."""
