@@ -86,6 +86,8 @@ EXACT_ROWS = 60_000
 #: Rows appended past the cell-sorted rows before the files are sorted again (a share of
 #: the sorted rows, at least this many): until then they are gathered row by row.
 TAIL_ROWS = 20_000
+#: Rows from which a block is scored by BLAS (threads pay off) rather than einsum.
+BLAS_ROWS = 100_000
 #: Vectors a k-means step trains on, per centroid.
 TRAIN_PER_CELL = 64
 #: Vectors scored against the centroids per step when filing them.
@@ -107,6 +109,16 @@ def row_dtype() -> np.dtype:
             ("spare", "<i4"),
         ]
     )
+
+
+def cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row's dot product with the query (all unit vectors: cosines).
+
+    Blocks under `BLAS_ROWS` go through einsum on this thread: a BLAS call wakes its
+    thread pool, which on a busy two-core machine cost 4-8 ms for a 2,000-row cell
+    that einsum scores in 0.15 ms.
+    """
+    return np.einsum("ij,j->i", rows, query) if len(rows) < BLAS_ROWS else rows @ query
 
 
 def text_hash(value: str | None) -> int:
@@ -199,7 +211,7 @@ class MappedVectors:
             return []
         if exact or self.centroids is None or candidates <= EXACT_ROWS:
             rows = np.flatnonzero(mask)
-            scores = (self.vectors[:size] if len(rows) == size else self.vectors[rows]) @ query
+            scores = cosines(self.vectors[:size] if len(rows) == size else self.vectors[rows], query)
         else:
             rows, scores = self._probed(query, mask, limit)
         count = min(limit, len(rows))
@@ -245,14 +257,14 @@ class MappedVectors:
                 start, end = int(bounds[cell]), int(bounds[cell + 1])
                 keep = np.flatnonzero(mask[start:end])
                 if len(keep):
-                    block = self.vectors[start:end] @ query
+                    block = cosines(self.vectors[start:end], query)
                     rows.append(keep + start)
                     scores.append(block[keep])
                     found += len(keep)
             picked = tail[np.isin(tail_cells, ranked[:probes]) & mask[sorted_rows:]]
             if found + len(picked) >= limit or probes >= len(ranked):
                 rows.append(picked)
-                scores.append(self.vectors[picked] @ query)
+                scores.append(cosines(self.vectors[picked], query))
                 return np.concatenate(rows), np.concatenate(scores)
             done, probes = probes, probes * 2
 
