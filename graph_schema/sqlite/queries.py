@@ -383,6 +383,8 @@ EMBEDDING_EXTENT = """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WH
 WHERE model = :model"""
 EMBEDDING_ROWS = """SELECT pk, kind, partition, thread_id, created_us, vector FROM embeddings
 WHERE model = :model AND pk > :after ORDER BY pk"""
+#: The last pk of a model's vectors (the index's last entry, not a count).
+EMBEDDING_LAST_PK = "SELECT coalesce(max(pk), 0) FROM embeddings WHERE model = :model"
 #: Every pk of a model's vectors, to mark the cache's rows of deleted ones.
 EMBEDDING_PKS = "SELECT pk FROM embeddings WHERE model = :model ORDER BY pk"
 #: One vector by pk: the cache's last row is compared with it on a process's first open.

@@ -29,11 +29,13 @@ Files, per embedding model (named by a hash of the model's name):
   the next writer) and never a header that counts missing rows.
 
 In step: a search compares the table's version with the header's. Equal: the files are
-current (on the first open of a process, the row count, last pk and last vector are
-also compared with the table, so a database replaced under the same name is caught).
-Rows only appended since: they are appended to the files. Rows deleted (a fact cleared,
-a run archived, a vector replaced, which gives its node a new pk): the table's pks are
-read and the missing rows marked dead in place. Anything else (another model, another
+current (on the first open of a process, the table's last pk and its vector are also
+compared with the files', so a database replaced under the same name is caught).
+Otherwise the table's rows are counted (about a second at a million: the price of a
+search after a write, as before these files). Rows only appended since: they are
+appended to the files. Rows deleted (a fact cleared, a run archived, a vector replaced,
+which gives its node a new pk): the table's pks are read and the missing rows marked
+dead in place. Anything else (another model, another
 size, a table that went backwards): the files are rebuilt as a new generation, then the
 header is switched to it. Writers in several processes take an advisory lock on
 ``<key>.lock``. The cache holds pks, never node ids: a hit's id, partition and thread are
@@ -320,12 +322,12 @@ class VectorFiles:
         centroids = np.load(cells_path) if header.cells else None
         return MappedVectors(self.directory, header, vectors, meta, centroids)
 
-    def last_vector(self, header: CacheHeader) -> bytes:
-        """The stored bytes of the row of the header's last pk (compared with the table on a first open)."""
+    def vector_of(self, header: CacheHeader, pk: int) -> bytes:
+        """The stored bytes of the live row of ``pk`` (b"" if none): compared with the table's."""
         if not header.rows:
             return b""
         mapped = self.map(header)
-        found = np.flatnonzero(mapped.meta["pk"] == header.max_pk)
+        found = np.flatnonzero((mapped.meta["pk"] == pk) & (mapped.meta["alive"] == 1))
         return mapped.vectors[found[0]].tobytes() if len(found) else b""
 
     # -- writing (the caller holds `locked`) -----------------------------------------

@@ -227,16 +227,20 @@ class SqliteVectors(SqliteBase):
             return self._mapped_vectors
 
     def _same_table(self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None) -> bool:
-        """Whether the files hold exactly the table's vectors: count, last pk and last vector agree."""
+        """Whether files at the table's version are this table's: the last pk and its vector agree.
+
+        The version is bumped with every write, in the same transaction, so files caught up
+        to it hold the table's rows, unless they were written for another database file
+        that once had this name; its last vector tells. (Counting the rows would read a
+        million index entries, about a second.)
+        """
         if header is None:
             return False
-        scope = {"model": header.model, "after": header.max_pk}
-        if tuple(conn.execute(q.EMBEDDING_EXTENT, scope).fetchone()) != (header.alive, header.max_pk, 0):
-            return False
-        if header.rows == 0:
-            return True
-        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": header.max_pk, "model": header.model}).fetchone()
-        return row is not None and bytes(row[0]) == files.last_vector(header)
+        last = conn.execute(q.EMBEDDING_LAST_PK, {"model": header.model}).fetchone()[0]
+        if last == 0 or last > header.max_pk:
+            return last == 0 and header.alive == 0
+        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": last, "model": header.model}).fetchone()
+        return row is not None and bytes(row[0]) == files.vector_of(header, last)
 
     def _catch_up(
         self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
@@ -250,7 +254,7 @@ class SqliteVectors(SqliteBase):
         model = files.model
         if header is not None and header.rows:
             last = conn.execute(q.EMBEDDING_VECTOR, {"pk": header.max_pk, "model": model}).fetchone()
-            if last is not None and bytes(last[0]) != files.last_vector(header):
+            if last is not None and bytes(last[0]) != files.vector_of(header, header.max_pk):
                 header = None
         if header is None:
             return files.rebuild(self._table_rows(conn, model, 0), version)
