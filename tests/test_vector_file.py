@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
-from palimpsest.graph_schema.models import NewMessage
+from palimpsest.graph_schema.models import NewFact, NewMessage
 from palimpsest.graph_schema.sqlite import vector_file
 from palimpsest.graph_schema.sqlite.vector_file import CacheHeader, VectorFiles, cache_directory
 from palimpsest.graph_schema.store import MemoryStore
@@ -112,6 +112,22 @@ async def test_a_replaced_vector_is_marked_dead_not_searched(store: MemoryStore,
     assert [(hit.id, round(hit.score, 3)) for hit in hits] == [(ids[0], 1.0), (ids[1], 0.0)]
     written = header(db_path)
     assert (written.rows, written.alive, written.generation) == (3, 2, 0)
+
+
+async def test_a_cleared_fact_is_marked_dead_from_the_deletion_log(store: MemoryStore, db_path: Path) -> None:
+    ids = await embed(store, [[1, 0, 0, 0]])
+    (fact,) = await store.add_facts(
+        [NewFact(partition=P, text="the API uses JWT", kind="uses", subject="api", source_message_ids=ids)]
+    )
+    await store.set_embeddings([(fact.id, [0.9, 0.1, 0, 0])], MODEL)
+    assert await nearest_ids(store, [1, 0, 0, 0], kinds=["message", "fact"]) == [ids[0], fact.id]
+    before = header(db_path)
+    # The fact's trigger deletes its vector; the log's trigger records the pk.
+    assert await store.clear_facts(P) == 1
+    assert await nearest_ids(store, [1, 0, 0, 0], kinds=["message", "fact"]) == [ids[0]]
+    after = header(db_path)
+    assert (after.rows, after.alive, after.generation) == (2, 1, before.generation)
+    assert after.deletions == before.deletions + 1
 
 
 async def test_a_database_replaced_under_the_same_name_is_not_searched_through_old_files(db_path: Path) -> None:

@@ -356,8 +356,11 @@ SELECT id, 'summary', partition, thread_id, created_at FROM summaries WHERE id I
 UNION ALL
 SELECT id, 'fact', partition, thread_id, created_at FROM facts WHERE id IN {IN_IDS}
 """
+#: A node's old vector goes first, by a DELETE that the deletion log's trigger sees (a
+#: REPLACE would delete it without firing the trigger).
+DELETE_EMBEDDINGS = f"DELETE FROM embeddings WHERE node_id IN {IN_IDS}"
 SET_EMBEDDING = """
-INSERT OR REPLACE INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
+INSERT INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 # Nodes without a vector of the model, in id order from a cursor (the id index gives the
@@ -377,16 +380,13 @@ ORDER BY id LIMIT :limit
 _TEXTS = {"message": ("messages", "content"), "summary": ("summaries", "text"), "fact": ("facts", "text")}
 MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
 MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
-#: How many vectors of a model there are, the last pk, and how many come after ``:after``
-#: (a pk): an append only, if those make up the count (``sqlite/vector_file.py``).
-EMBEDDING_EXTENT = """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
-WHERE model = :model"""
 EMBEDDING_ROWS = """SELECT pk, kind, partition, thread_id, created_us, vector FROM embeddings
 WHERE model = :model AND pk > :after ORDER BY pk"""
 #: The last pk of a model's vectors (the index's last entry, not a count).
 EMBEDDING_LAST_PK = "SELECT coalesce(max(pk), 0) FROM embeddings WHERE model = :model"
-#: Every pk of a model's vectors, to mark the cache's rows of deleted ones.
-EMBEDDING_PKS = "SELECT pk FROM embeddings WHERE model = :model ORDER BY pk"
+#: Vectors deleted since the files last looked (``:after``, a seq of the log), and its end.
+DELETED_EMBEDDINGS = "SELECT seq, pk FROM embedding_deletions WHERE seq > :after ORDER BY seq"
+LAST_DELETION = "SELECT coalesce(max(seq), 0) FROM embedding_deletions"
 #: One vector by pk: the cache's last row is compared with it on a process's first open.
 EMBEDDING_VECTOR = "SELECT vector FROM embeddings WHERE pk = :pk AND model = :model"
 #: The node of each pk the cache ranked first (``:ids`` holds the pks).

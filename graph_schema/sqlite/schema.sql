@@ -220,6 +220,18 @@ CREATE TABLE IF NOT EXISTS embeddings (
 CREATE INDEX IF NOT EXISTS embeddings_by_partition ON embeddings (partition, model, pk);
 CREATE INDEX IF NOT EXISTS embeddings_by_model ON embeddings (model, pk);
 
+-- Every deleted vector's pk, in order: the vector files beside the database mark those
+-- rows dead without counting a million rows (sqlite/vector_file.py). A replaced vector is
+-- deleted first (set_embeddings), so it is logged too.
+CREATE TABLE IF NOT EXISTS embedding_deletions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    pk  INTEGER NOT NULL
+);
+
+CREATE TRIGGER IF NOT EXISTS embeddings_log_delete AFTER DELETE ON embeddings BEGIN
+    INSERT INTO embedding_deletions (pk) VALUES (old.pk);
+END;
+
 -- A cleared fact takes its vector with it.
 CREATE TRIGGER IF NOT EXISTS embeddings_fact_delete AFTER DELETE ON facts BEGIN
     DELETE FROM embeddings WHERE node_id = old.id;

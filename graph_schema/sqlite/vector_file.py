@@ -31,11 +31,10 @@ Files, per embedding model (named by a hash of the model's name):
 In step: a search compares the table's version with the header's. Equal: the files are
 current (on the first open of a process, the table's last pk and its vector are also
 compared with the files', so a database replaced under the same name is caught).
-Otherwise the table's rows are counted (about a second at a million: the price of a
-search after a write, as before these files). Rows only appended since: they are
-appended to the files. Rows deleted (a fact cleared, a run archived, a vector replaced,
-which gives its node a new pk): the table's pks are read and the missing rows marked
-dead in place. Anything else (another model, another
+Otherwise, rows deleted since (a fact cleared, a run archived, a vector replaced, which
+gives its node a new pk) are read from the ``embedding_deletions`` log a trigger keeps,
+and marked dead in place; rows past the last pk are appended. Neither counts the table
+(a count reads a million index entries, about a second). Anything else (another model, another
 size, a table that went backwards): the files are rebuilt as a new generation, then the
 header is switched to it. Writers in several processes take an advisory lock on
 ``<key>.lock``. The cache holds pks, never node ids: a hit's id, partition and thread are
@@ -76,7 +75,7 @@ else:
     np = _Numpy()
 
 #: The layout of the files; a header of another format is rebuilt.
-FORMAT = 2
+FORMAT = 3
 #: Vectors a store needs before broad searches go through the coarse partition.
 IVF_MIN_ROWS = 200_000
 #: Centroids of the coarse partition (about 4,000 vectors each at a million).
@@ -145,6 +144,8 @@ class CacheHeader(BaseModel):
     max_pk: int
     cells: int
     sorted_rows: int
+    #: The last entry of the ``embedding_deletions`` log these rows reflect.
+    deletions: int
 
 
 @dataclass(frozen=True)
@@ -370,14 +371,14 @@ class VectorFiles:
         self._remove_other_generations(updated.generation)
         return updated
 
-    def mark_dead(self, header: CacheHeader, live_pks: np.ndarray) -> CacheHeader:
-        """Mark rows whose pk is not among ``live_pks`` (sorted) as deleted, in place."""
+    def mark_dead(self, header: CacheHeader, dead_pks: np.ndarray) -> CacheHeader:
+        """Mark the rows of ``dead_pks`` (deleted from the table) as dead, in place."""
         _, meta_path, _ = self._paths(header.generation)
         if header.rows == 0:
             return header
         meta = np.memmap(meta_path, dtype=row_dtype(), mode="r+", shape=(header.rows,))
         pks = meta["pk"][: header.rows]
-        gone = ~np.isin(pks, live_pks, assume_unique=True)
+        gone = np.isin(pks, dead_pks)
         alive = meta["alive"][: header.rows]
         alive[gone] = 0
         meta["alive"][: header.rows] = alive
@@ -386,14 +387,14 @@ class VectorFiles:
         del meta
         return header.model_copy(update={"alive": count})
 
-    def rebuild(self, chunks: Iterator[Sequence[TableRow]], version: int) -> CacheHeader:
+    def rebuild(self, chunks: Iterator[Sequence[TableRow]], version: int, deletions: int) -> CacheHeader:
         """Write every row as a new generation, file them into cells, then switch the header to it."""
         previous = self.header()
         generation = 0 if previous is None else previous.generation + 1
         vectors_path, meta_path, _ = self._paths(generation)
         header = CacheHeader(
             format=FORMAT, model=self.model, dimensions=self.dimensions, generation=generation,
-            version=version, rows=0, alive=0, max_pk=0, cells=0, sorted_rows=0,
+            version=version, rows=0, alive=0, max_pk=0, cells=0, sorted_rows=0, deletions=deletions,
         )  # fmt: skip
         with open(vectors_path, "wb") as vectors_file, open(meta_path, "wb") as meta_file:
             for rows in chunks:

@@ -80,7 +80,7 @@ class SqliteVectors(SqliteBase):
         await self._run(settle)
 
     async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
-        """Replace each node's ``embeddings`` row and bump the version, in one transaction."""
+        """Replace each node's ``embeddings`` row (deleted first, so logged) and bump the version, at once."""
         dimensions, _ = self._vectors.require()
         self._vectors.check_model(model)
         latest = dict(items)
@@ -90,6 +90,7 @@ class SqliteVectors(SqliteBase):
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
                 nodes = conn.execute(q.EMBEDDED_NODES, {"ids": ids_json(list(latest))}).fetchall()
+                conn.execute(q.DELETE_EMBEDDINGS, {"ids": ids_json([row["id"] for row in nodes])})
                 conn.executemany(
                     q.SET_EMBEDDING,
                     [
@@ -245,10 +246,12 @@ class SqliteVectors(SqliteBase):
     def _catch_up(
         self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
     ) -> CacheHeader:
-        """Bring the files up to the table: append new rows, mark deleted ones, or rebuild.
+        """Bring the files up to the table: mark deleted rows dead, append new ones, or rebuild.
 
-        The files are rebuilt when missing or when their last row is in the table with
-        other numbers (another database's files). Rows are read in chunks of
+        Deleted rows come from the ``embedding_deletions`` log past the last entry the
+        files saw, new rows from the pk index past their last pk: neither counts the
+        table. The files are rebuilt when missing or when their last row is in the table
+        with other numbers (another database's files). Rows are read in chunks of
         `MATRIX_LOAD_ROWS`, so a million vectors never sit in memory at once.
         """
         model = files.model
@@ -257,13 +260,12 @@ class SqliteVectors(SqliteBase):
             if last is not None and bytes(last[0]) != files.vector_of(header, header.max_pk):
                 header = None
         if header is None:
-            return files.rebuild(self._table_rows(conn, model, 0), version)
-        count, _, new = conn.execute(q.EMBEDDING_EXTENT, {"model": model, "after": header.max_pk}).fetchone()
-        if header.alive + new != count:
-            live = np.fromiter((row[0] for row in conn.execute(q.EMBEDDING_PKS, {"model": model})), dtype=np.int64)
-            header = files.mark_dead(header, live)
-            if header.alive + new != count:
-                return files.rebuild(self._table_rows(conn, model, 0), version)
+            deletions = conn.execute(q.LAST_DELETION).fetchone()[0]
+            return files.rebuild(self._table_rows(conn, model, 0), version, deletions)
+        deleted = conn.execute(q.DELETED_EMBEDDINGS, {"after": header.deletions}).fetchall()
+        if deleted:
+            dead = np.array([row[1] for row in deleted], dtype=np.int64)
+            header = files.mark_dead(header, dead).model_copy(update={"deletions": deleted[-1][0]})
         appended = False
         for chunk in self._table_rows(conn, model, header.max_pk):
             header = files.append(header, chunk, version)
