@@ -15,11 +15,17 @@ nearest) lets a broad search score only the vectors of the `PROBES` cells neares
 query, exactly, from the float32 rows. Narrow searches (a thread, a small partition, a
 short time range: at most `EXACT_ROWS` candidates) and stores under `IVF_MIN_ROWS`
 score every candidate, so they are exact; `bench/search_speed.py` reports the broad
-search's recall against the exact ranking.
+search's recall against the exact ranking. Measured at a million messages (384-number
+vectors, the benchmark's questions, recall@200 / ms for the scan): 4 probes 0.855 / 10,
+8 probes 0.966 / 8, 16 probes 0.974 / 14, 24 probes 1.0 / 29; a fresh process's first
+semantic search, open included, took 0.14 s with the files in the page cache and 0.35 s
+without (24 s before, reading the table).
 
 Files, per embedding model (named by a hash of the model's name):
 
-- ``<key>-<generation>.f32``: the vectors, float32 rows in table (pk) order;
+- ``<key>-<generation>.f32``: the vectors, float32 rows; in cell order once there are
+  cells (each cell one block of the file, read in one sweep even from disk), then
+  appended rows in pk order (the tail, sorted in again once it outgrows an eighth);
 - ``<key>-<generation>.rows``: per vector, its ``embeddings.pk``, created time, a hash
   of its thread and partition, its kind, whether it is still in the table, and its cell;
 - ``<key>-<generation>.cells.npy``: the centroids, once there are enough vectors;
@@ -34,11 +40,12 @@ compared with the files', so a database replaced under the same name is caught).
 Otherwise, rows deleted since (a fact cleared, a run archived, a vector replaced, which
 gives its node a new pk) are read from the ``embedding_deletions`` log a trigger keeps,
 and marked dead in place; rows past the last pk are appended. Neither counts the table
-(a count reads a million index entries, about a second). Anything else (another model, another
-size, a table that went backwards): the files are rebuilt as a new generation, then the
-header is switched to it. Writers in several processes take an advisory lock on
-``<key>.lock``. The cache holds pks, never node ids: a hit's id, partition and thread are
-read back from the table, so a stale or colliding cache row can never name a wrong node.
+(a count reads a million index entries, about a second). Files of another layout,
+model or size, or another database's (their last row is in the table with other
+numbers), are rebuilt as a new generation, then the header is switched to it. Writers
+in several processes take an advisory lock on ``<key>.lock``. The cache holds pks, never
+node ids: a hit's id, partition and thread are read back from the table, so a stale or
+colliding cache row can never name a wrong node.
 """
 
 from __future__ import annotations
