@@ -2,7 +2,7 @@
 
 Runs on both backends through the ``store`` fixture with small hand-made vectors (no
 model), so every score can be checked against a cosine computed here, and so SQLite's
-in-memory matrix and Neo4j's vector index are held to one behaviour.
+vector files and Neo4j's vector index are held to one behaviour.
 """
 
 from __future__ import annotations

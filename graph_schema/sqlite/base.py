@@ -19,18 +19,22 @@ import asyncio
 import json
 import logging
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from palimpsest.graph_schema.errors import Conflict, InternalError, InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.models import Message, Thread
 from palimpsest.graph_schema.prepare import check_limit
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.vectors import VectorSpace
+
+if TYPE_CHECKING:
+    from palimpsest.graph_schema.sqlite.vector_file import MappedVectors
 
 T = TypeVar("T")
 
@@ -128,6 +132,9 @@ class SqliteBase:
         self._vectors = VectorSpace()
         self._idle_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        #: The vector files as last mapped, and a ``:memory:`` store's directory for them.
+        self._mapped_vectors: MappedVectors | None = None
+        self._vector_scratch: tempfile.TemporaryDirectory[str] | None = None
 
     # -- plumbing -------------------------------------------------------------------
 

@@ -343,7 +343,7 @@ WHERE l.enabled = 1 AND (:partition IS NULL OR t.partition = :partition)
 ORDER BY t.updated_at DESC, t.id LIMIT :limit
 """
 
-# -- semantic search: embeddings and the in-memory vector matrix ----------------------
+# -- semantic search: embeddings and the vector files beside the database -------------
 
 VECTOR_INDEX_NAME = "memory"
 VECTOR_INDEX = "SELECT dimensions, version FROM vector_index WHERE name = :name"
@@ -359,8 +359,11 @@ SELECT id, 'summary', partition, thread_id, created_at FROM summaries WHERE id I
 UNION ALL
 SELECT id, 'fact', partition, thread_id, created_at FROM facts WHERE id IN {IN_IDS}
 """
+#: A node's old vector goes first, by a DELETE that the deletion log's trigger sees (a
+#: REPLACE would delete it without firing the trigger).
+DELETE_EMBEDDINGS = f"DELETE FROM embeddings WHERE node_id IN {IN_IDS}"
 SET_EMBEDDING = """
-INSERT OR REPLACE INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
+INSERT INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 # Nodes without a vector of the model, in id order from a cursor (the id index gives the
@@ -380,21 +383,17 @@ ORDER BY id LIMIT :limit
 _TEXTS = {"message": ("messages", "content"), "summary": ("summaries", "text"), "fact": ("facts", "text")}
 MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
 MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
-#: How many vectors of a (partition, model) there are and the last pk: what changed.
-#: Keyed by whether a partition is given, so each reads its own index, never the table.
-#: How many vectors, the last pk, and how many come after ``:after`` (a pk): an append
-#: only, if those make up the count.
-EMBEDDING_EXTENT = {
-    True: """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
-             WHERE partition = :partition AND model = :model""",
-    False: """SELECT count(*), coalesce(max(pk), 0), count(*) FILTER (WHERE pk > :after) FROM embeddings
-              WHERE model = :model""",
-}
-_ROWS = "SELECT pk, node_id, kind, thread_id, created_us, vector FROM embeddings"
-EMBEDDING_ROWS = {
-    True: _ROWS + " WHERE partition = :partition AND model = :model AND pk > :after ORDER BY pk",
-    False: _ROWS + " WHERE model = :model AND pk > :after ORDER BY pk",
-}
+EMBEDDING_ROWS = """SELECT pk, kind, partition, thread_id, created_us, vector FROM embeddings
+WHERE model = :model AND pk > :after ORDER BY pk"""
+#: The last pk of a model's vectors (the index's last entry, not a count).
+EMBEDDING_LAST_PK = "SELECT coalesce(max(pk), 0) FROM embeddings WHERE model = :model"
+#: Vectors deleted since the files last looked (``:after``, a seq of the log), and its end.
+DELETED_EMBEDDINGS = "SELECT seq, pk FROM embedding_deletions WHERE seq > :after ORDER BY seq"
+LAST_DELETION = "SELECT coalesce(max(seq), 0) FROM embedding_deletions"
+#: One vector by pk: the cache's last row is compared with it on a process's first open.
+EMBEDDING_VECTOR = "SELECT vector FROM embeddings WHERE pk = :pk AND model = :model"
+#: The node of each pk the cache ranked first (``:ids`` holds the pks).
+EMBEDDING_NODES = f"SELECT pk, node_id FROM embeddings WHERE pk IN {IN_IDS}"
 # What a semantic hit shows, per kind, for the ids the matrix ranked first.
 VECTOR_HITS = {
     "message": f"""

@@ -194,9 +194,10 @@ CREATE INDEX IF NOT EXISTS maintenance_cycles_by_start ON maintenance_cycles (st
 
 -- Semantic search: one vector per node (message, summary or fact) in `embeddings`,
 -- derived data kept apart from the node, so a message row never changes. `vector_index`
--- holds the size every vector has and a version every write bumps, which tells each
--- process's in-memory matrix when to catch up. AUTOINCREMENT: a pk is never reused, so
--- "new rows past the last pk seen" is exactly what was appended since.
+-- holds the size every vector has and a version every write bumps, which tells the
+-- vector files beside the database (sqlite/vector_file.py) when to catch up.
+-- AUTOINCREMENT: a pk is never reused, so "new rows past the last pk seen" is exactly
+-- what was appended since.
 CREATE TABLE IF NOT EXISTS vector_index (
     name       TEXT PRIMARY KEY,
     dimensions INTEGER NOT NULL,
@@ -218,6 +219,18 @@ CREATE TABLE IF NOT EXISTS embeddings (
 
 CREATE INDEX IF NOT EXISTS embeddings_by_partition ON embeddings (partition, model, pk);
 CREATE INDEX IF NOT EXISTS embeddings_by_model ON embeddings (model, pk);
+
+-- Every deleted vector's pk, in order: the vector files beside the database mark those
+-- rows dead without counting a million rows (sqlite/vector_file.py). A replaced vector is
+-- deleted first (set_embeddings), so it is logged too.
+CREATE TABLE IF NOT EXISTS embedding_deletions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    pk  INTEGER NOT NULL
+);
+
+CREATE TRIGGER IF NOT EXISTS embeddings_log_delete AFTER DELETE ON embeddings BEGIN
+    INSERT INTO embedding_deletions (pk) VALUES (old.pk);
+END;
 
 -- A cleared fact takes its vector with it.
 CREATE TRIGGER IF NOT EXISTS embeddings_fact_delete AFTER DELETE ON facts BEGIN

@@ -134,6 +134,7 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
     def _close(self) -> None:
         self._close_readers()
         with self._lock:
+            self._release_vectors()
             if self._conn is not None:
                 conn, self._conn = self._conn, None
                 try:

@@ -1,9 +1,10 @@
-"""Semantic and hybrid search on SQLite: embeddings, the in-memory vector matrix, message refs.
+"""Semantic and hybrid search on SQLite: embeddings, the vector files, message refs.
 
 It exists so vector search lives apart from the rest of the backend: vectors are stored as
-rows of the ``embeddings`` table, and each partition's matrix is held in memory and caught
-up with the table by its version, since SQLite has no vector index of its own. Hybrid
-search's candidate metadata (``message_refs``) is read here too.
+rows of the ``embeddings`` table (the source of truth), and searched from memory-mapped
+files beside the database (``vector_file``) that are caught up with the table by its
+version, since SQLite has no vector index of its own. Hybrid search's candidate metadata
+(``message_refs``) is read here too.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from datetime import datetime
+from pathlib import Path
 
-from palimpsest.graph_schema.errors import Conflict
+from palimpsest.graph_schema.errors import Conflict, StoreUnavailable
 from palimpsest.graph_schema.models import (
     MAX_EMBED_CHARS,
     REF_OPENING_CHARS,
@@ -26,25 +29,32 @@ from palimpsest.graph_schema.models import (
 from palimpsest.graph_schema.prepare import check_kinds, unique_ids
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, page_limit, transaction
+from palimpsest.graph_schema.sqlite.vector_file import (
+    CacheHeader,
+    MappedVectors,
+    TableRow,
+    VectorFiles,
+    cache_directory,
+    np,
+)
 from palimpsest.graph_schema.vectors import (
     SNIPPET_CHARS,
-    MatrixRow,
-    VectorMatrix,
     check_index_args,
     head_snippet,
     microseconds,
     unit_vectors,
 )
 
-#: Stored vectors read per step when a partition's matrix is loaded (about 1.5 MB each
-#: thousand at 384 dimensions): large enough to amortise the fetch, small beside the matrix.
+#: Stored vectors read per step when the vector files are filled from the table (about
+#: 1.5 MB each thousand at 384 dimensions): large enough to amortise the fetch, small
+#: beside the whole.
 MATRIX_LOAD_ROWS = 50_000
 
 
 class SqliteVectors(SqliteBase):
-    """Embeddings and vector search, apart because they keep an in-memory matrix cache beside the tables."""
+    """Embeddings and vector search, apart because they keep a cache of files beside the tables."""
 
-    # -- semantic search: embeddings and the in-memory vector matrix -------------------
+    # -- semantic search: embeddings and the vector files ------------------------------
 
     async def ensure_vector_index(self, dimensions: int, model: str) -> None:
         """Record the vector size (``vector_index``); another size only while no vector is stored."""
@@ -70,7 +80,7 @@ class SqliteVectors(SqliteBase):
         await self._run(settle)
 
     async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
-        """Replace each node's ``embeddings`` row and bump the version, in one transaction."""
+        """Replace each node's ``embeddings`` row (deleted first, so logged) and bump the version, at once."""
         dimensions, _ = self._vectors.require()
         self._vectors.check_model(model)
         latest = dict(items)
@@ -80,6 +90,7 @@ class SqliteVectors(SqliteBase):
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
                 nodes = conn.execute(q.EMBEDDED_NODES, {"ids": ids_json(list(latest))}).fetchall()
+                conn.execute(q.DELETE_EMBEDDINGS, {"ids": ids_json([row["id"] for row in nodes])})
                 conn.executemany(
                     q.SET_EMBEDDING,
                     [
@@ -140,18 +151,19 @@ class SqliteVectors(SqliteBase):
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Catch the partition's matrix up with the table, rank in memory, read the hits' rows."""
+        """Catch the vector files up with the table, rank from the mapped files, read the hits' rows."""
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         limit = page_limit(limit)
         query = unit_vectors([vector], dimensions)[0]
         if not asked:
             return []
-        matrix = await self._run(lambda conn: self._matrix(conn, partition, model, dimensions))
+        mapped = await self._run(lambda conn: self._caught_up(conn, model, dimensions))
         ranked = await asyncio.to_thread(
-            matrix.nearest,
+            mapped.nearest,
             query,
             kinds=asked,
+            partition=partition,
             thread_id=thread_id,
             since_us=None if since is None else microseconds(since),
             until_us=None if until is None else microseconds(until),
@@ -161,52 +173,126 @@ class SqliteVectors(SqliteBase):
             return []
 
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
-            params = {"ids": ids_json([node_id for node_id, _ in ranked]), "chars": SNIPPET_CHARS + 1}
+            nodes = dict(conn.execute(q.EMBEDDING_NODES, {"ids": json.dumps([pk for pk, _ in ranked])}).fetchall())
+            scores = {nodes[pk]: score for pk, score in ranked if pk in nodes}
+            params = {"ids": ids_json(list(scores)), "chars": SNIPPET_CHARS + 1}
             rows = {row[0]: (kind, row) for kind in asked for row in conn.execute(q.VECTOR_HITS[kind], params)}
             hits: list[SearchHit] = []
-            for node_id, score in ranked:
-                if node_id in rows:
-                    kind, row = rows[node_id]
-                    hits.append(
-                        SearchHit(
-                            id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
-                            role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
-                            snippet=head_snippet(row[7]), score=min(1.0, max(-1.0, score)),
-                        )
-                    )  # fmt: skip
+            for node_id, score in scores.items():
+                kind, row = rows.get(node_id, (None, None))
+                # The files filter by hashes of the partition and thread: the table has the last word.
+                if row is None or (partition is not None and row[3] != partition):
+                    continue
+                if thread_id is not None and row[2] != thread_id:
+                    continue
+                hits.append(
+                    SearchHit(
+                        id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
+                        role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
+                        snippet=head_snippet(row[7]), score=min(1.0, max(-1.0, score)),
+                    )
+                )  # fmt: skip
             return hits
 
         return await self._run(read)
 
-    def _matrix(self, conn: sqlite3.Connection, partition: str | None, model: str, dimensions: int) -> VectorMatrix:
-        """The partition's matrix, caught up with every write any process made since it was read.
+    def _caught_up(self, conn: sqlite3.Connection, model: str, dimensions: int) -> MappedVectors:
+        """The model's vector files, mapped and caught up with every write any process made.
 
-        Unchanged version: nothing to read. Rows only appended since (the count grew by
-        exactly the rows past the last pk seen): read those. Anything else (a vector
-        replaced, a fact cleared): read the partition again. Rows are read in chunks of
-        `MATRIX_LOAD_ROWS` into buffers sized first, so a million vectors never sit in
-        memory twice.
+        Unchanged version since this process last looked: nothing to read. Otherwise,
+        under the files' lock, the header another process may have brought up to date is
+        read, and the files are caught up from the table if it is behind (see
+        ``vector_file``). On this process's first look the files are also checked against
+        the table, so a database file replaced under the same name is never searched
+        through another one's vectors.
         """
         with transaction(conn, "DEFERRED"):
             index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
             version = -1 if index is None else index["version"]
-            matrix = self._vectors.matrices.get(partition)
-            if matrix is not None and matrix.version == version:
-                return matrix
-            scope = {"partition": partition, "model": model}
-            scoped = partition is not None
-            after = 0 if matrix is None else matrix.max_pk
-            count, max_pk, new = conn.execute(q.EMBEDDING_EXTENT[scoped], {**scope, "after": after}).fetchone()
-            if matrix is None or max_pk < matrix.max_pk or matrix.size + new != count:
-                matrix = VectorMatrix(dimensions)
-                new = count
-            matrix.reserve(new)
-            rows = conn.execute(q.EMBEDDING_ROWS[scoped], {**scope, "after": matrix.max_pk})
-            while chunk := rows.fetchmany(MATRIX_LOAD_ROWS):
-                matrix.extend([MatrixRow(*row) for row in chunk])
-            matrix.version = version
-            self._vectors.matrices[partition] = matrix
-            return matrix
+            mapped = self._mapped_vectors
+            if mapped is not None and (mapped.header.model, mapped.header.dimensions) != (model, dimensions):
+                mapped = None
+            if mapped is not None and mapped.version == version:
+                return mapped
+            files = VectorFiles(self._vector_directory(), model, dimensions)
+            try:
+                with files.locked():
+                    header = files.header()
+                    current = header is not None and header.version == version
+                    if not (current and (mapped is not None or self._same_table(conn, files, header))):
+                        header = self._catch_up(conn, files, header, version)
+                    assert header is not None
+                    self._mapped_vectors = files.map(header)
+            except (OSError, ValueError) as exc:
+                raise StoreUnavailable(f"the vector files in {files.directory} cannot be used: {exc}") from exc
+            return self._mapped_vectors
+
+    def _same_table(self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None) -> bool:
+        """Whether files at the table's version are this table's: the last pk and its vector agree.
+
+        The version is bumped with every write, in the same transaction, so files caught up
+        to it hold the table's rows, unless they were written for another database file
+        that once had this name; its last vector tells. (Counting the rows would read a
+        million index entries, about a second.)
+        """
+        if header is None:
+            return False
+        last = conn.execute(q.EMBEDDING_LAST_PK, {"model": header.model}).fetchone()[0]
+        if last == 0 or last > header.max_pk:
+            return last == 0 and header.alive == 0
+        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": last, "model": header.model}).fetchone()
+        return row is not None and bytes(row[0]) == files.vector_of(header, last)
+
+    def _catch_up(
+        self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
+    ) -> CacheHeader:
+        """Bring the files up to the table: mark deleted rows dead, append new ones, or rebuild.
+
+        Deleted rows come from the ``embedding_deletions`` log past the last entry the
+        files saw, new rows from the pk index past their last pk: neither counts the
+        table. The files are rebuilt when missing or when their last row is in the table
+        with other numbers (another database's files). Rows are read in chunks of
+        `MATRIX_LOAD_ROWS`, so a million vectors never sit in memory at once.
+        """
+        model = files.model
+        if header is not None and header.rows:
+            last = conn.execute(q.EMBEDDING_VECTOR, {"pk": header.max_pk, "model": model}).fetchone()
+            if last is not None and bytes(last[0]) != files.vector_of(header, header.max_pk):
+                header = None
+        if header is None:
+            deletions = conn.execute(q.LAST_DELETION).fetchone()[0]
+            return files.rebuild(self._table_rows(conn, model, 0), version, deletions)
+        deleted = conn.execute(q.DELETED_EMBEDDINGS, {"after": header.deletions}).fetchall()
+        if deleted:
+            dead = np.array([row[1] for row in deleted], dtype=np.int64)
+            header = files.mark_dead(header, dead).model_copy(update={"deletions": deleted[-1][0]})
+        appended = False
+        for chunk in self._table_rows(conn, model, header.max_pk):
+            header = files.append(header, chunk, version)
+            appended = True
+        return header if appended else files.append(header, [], version)
+
+    @staticmethod
+    def _table_rows(conn: sqlite3.Connection, model: str, after: int) -> Iterator[list[TableRow]]:
+        """The model's rows past ``after``, in pk order, `MATRIX_LOAD_ROWS` at a time."""
+        rows = conn.execute(q.EMBEDDING_ROWS, {"model": model, "after": after})
+        while chunk := rows.fetchmany(MATRIX_LOAD_ROWS):
+            yield [TableRow(*row) for row in chunk]
+
+    def _vector_directory(self) -> Path:
+        """``<database>.vectors`` beside a file; a private temporary directory for ``:memory:``."""
+        if self.path != ":memory:":
+            return cache_directory(self.path)
+        if self._vector_scratch is None:
+            self._vector_scratch = tempfile.TemporaryDirectory(prefix="palimpsest-vectors-")
+        return Path(self._vector_scratch.name)
+
+    def _release_vectors(self) -> None:
+        """Unmap the files (a closed store keeps no file open); remove a ``:memory:`` store's."""
+        self._mapped_vectors = None
+        if self._vector_scratch is not None:
+            self._vector_scratch.cleanup()
+            self._vector_scratch = None
 
     # -- hybrid search: candidate positions and metadata -------------------------------
 
