@@ -397,7 +397,7 @@ class EmbeddingTodo(NamedTuple):
 
 
 #: Characters of a message's content a `MessageRef` carries.
-REF_OPENING_CHARS = 80
+REF_OPENING_CHARS = 200
 
 
 class MessageRef(BaseModel):

@@ -70,6 +70,7 @@ from palimpsest.graph_schema.models import MessageRef, SearchHit, SearchKind
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.embedding import query_vector
+from palimpsest.server.retrieval import dates
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class FusionWeights:
     """The knobs of hybrid ranking; the defaults are the best measured on the dev split."""
 
     #: Candidates asked of the vector index. More finds more of what words missed.
-    candidates: int = 200
+    candidates: int = 300
     #: Candidates asked of the text index (fewer did as well there, and cost less).
     text_candidates: int = 100
     #: Weight of the normalised text score; the vector score weighs ``1 - text``.
@@ -85,9 +86,15 @@ class FusionWeights:
     #: Added to a message whose metadata names something the query names.
     metadata: float = 0.8
     #: Share of the best thread neighbour's score added to a message.
-    neighbour: float = 0.3
+    neighbour: float = 0.5
     #: Drop stop words from the text index's query (`text_query`).
     clean_query: bool = True
+    #: Added, when the query asks about time, to a candidate whose text writes a time
+    #: down ("yesterday", "last May", "in 2022"; `dates.tells_time`).
+    written_time: float = 0.3
+    #: Added, when the query names a period ("in March 2024"), to a candidate created in
+    #: it (`dates.in_period`).
+    created_in_period: float = 0.2
 
 
 #: The weights ``grep_memories`` uses.
@@ -243,6 +250,14 @@ def fuse(
             if neighbours:
                 score += weights.neighbour * max(neighbours)
         fused[node_id] = score
+    if dates.asks_about_time(query):
+        periods = dates.named_periods(query)
+        for node_id, hit in candidates.items():
+            ref = by_id.get(node_id)
+            if dates.tells_time(ref.opening if ref is not None else hit.snippet):
+                fused[node_id] += weights.written_time
+            if dates.in_period(hit.created_at, periods):
+                fused[node_id] += weights.created_in_period
     ranked = sorted(candidates, key=lambda node_id: (-fused[node_id], node_id))
     return [candidates[node_id].model_copy(update={"score": fused[node_id]}) for node_id in ranked]
 
