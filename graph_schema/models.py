@@ -416,7 +416,8 @@ class MessageRef(BaseModel):
     role: Role
     metadata: dict[str, Any] = Field(default_factory=dict)
     #: The content's first ``REF_OPENING_CHARS`` characters: where a transcript written
-    #: as ``Speaker: text`` names who speaks, which hybrid ranking reads like metadata.
+    #: as ``Speaker: text`` names who speaks, which hybrid ranking reads like metadata,
+    #: and where it looks for a time written down ("yesterday", "last May").
     opening: str = ""
 
 
