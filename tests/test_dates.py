@@ -88,3 +88,5 @@ def test_a_message_is_in_a_period_from_its_start_to_a_week_after_its_end() -> No
     assert in_period(datetime(2024, 12, 31, tzinfo=UTC), [Period(2024, 12, None)])
     assert not in_period(datetime(2024, 2, 28, tzinfo=UTC), [Period(2024, 2, 31)]), "no such day"
     assert not in_period(datetime(2024, 3, 1, tzinfo=UTC), [])
+    assert not in_period(datetime(1, 1, 5, tzinfo=UTC), [Period(None, 12, 31)]), "year 0 does not exist"
+    assert in_period(datetime(9999, 12, 30, tzinfo=UTC), [Period(None, 12, None)]), "the calendar's last month"

@@ -78,18 +78,18 @@ class Period:
         """Whether ``moment`` falls in the period or within ``PERIOD_SLACK`` after it."""
         if self.year is None:
             return any(Period(year, self.month, self.day).contains(moment) for year in (moment.year - 1, moment.year))
+        try:
+            start = datetime(self.year, self.month or 1, self.day or 1, tzinfo=UTC)
+        except ValueError:  # "31 February" or year 0: no such day, so nothing falls in it
+            return False
         if self.month is None:
-            start, end = datetime(self.year, 1, 1, tzinfo=UTC), datetime(self.year + 1, 1, 1, tzinfo=UTC)
+            last = datetime(self.year, 12, 31, tzinfo=UTC)
         elif self.day is None:
-            start = datetime(self.year, self.month, 1, tzinfo=UTC)
-            end = datetime(self.year + self.month // 12, self.month % 12 + 1, 1, tzinfo=UTC)
+            last = datetime(self.year, self.month, calendar.monthrange(self.year, self.month)[1], tzinfo=UTC)
         else:
-            try:
-                start = datetime(self.year, self.month, self.day, tzinfo=UTC)
-            except ValueError:  # "31 February": no such day, so nothing falls in it
-                return False
-            end = start + timedelta(days=1)
-        return start <= moment < end + PERIOD_SLACK
+            last = start
+        end = last.date() + PERIOD_SLACK if last.year < datetime.max.year else last.date()  # the calendar's end
+        return start <= moment and moment.date() <= end
 
 
 def named_periods(question: str) -> list[Period]:
