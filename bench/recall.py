@@ -86,8 +86,10 @@ ABLATIONS: dict[str, FusionWeights] = {
     "hybrid - metadata names": FusionWeights(metadata=0.0),
     "hybrid - neighbours": FusionWeights(neighbour=0.0),
     "hybrid - both context steps": FusionWeights(metadata=0.0, neighbour=0.0),
+    "hybrid - time signals": FusionWeights(written_time=0.0, created_in_period=0.0),
     "hybrid, 50 candidates each": FusionWeights(candidates=50, text_candidates=50),
     "hybrid, 200 text candidates": FusionWeights(text_candidates=200),
+    "hybrid, 200 vector candidates": FusionWeights(candidates=200),
 }
 
 

