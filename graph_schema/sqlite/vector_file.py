@@ -53,33 +53,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib
 import os
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from palimpsest.graph_schema.vectors import KIND_CODES
+from palimpsest.graph_schema.vectors import KIND_CODES, np
 
 if sys.platform != "win32":
     import fcntl
-
-if TYPE_CHECKING:
-    import numpy as np
-else:
-
-    class _Numpy:
-        """numpy, imported on first use: a process that never searches vectors never pays for it."""
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(importlib.import_module("numpy"), name)
-
-    np = _Numpy()
 
 #: The layout of the files; a header of another format is rebuilt.
 FORMAT = 3
