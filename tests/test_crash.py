@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import compact_thread
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -70,12 +70,17 @@ async def test_a_killed_compaction_is_finished_by_the_next(store: MemoryStore, s
             stdout=out,
             stderr=err,
         )
-        deadline = time.monotonic() + TIMEOUT_S
+
+        async def persisted_enough() -> bool:
+            if await summary_count(store) >= KILL_AFTER:
+                return True
+            assert child.returncode is None, f"the worker ended before it was killed: {stderr.read_text()}"
+            return False
+
         try:
-            while await summary_count(store) < KILL_AFTER:
-                assert child.returncode is None, f"the worker ended before it was killed: {stderr.read_text()}"
-                assert time.monotonic() < deadline, f"no progress in {TIMEOUT_S}s: {stderr.read_text()}"
-                await asyncio.sleep(0.01)
+            await eventually(
+                persisted_enough, TIMEOUT_S, f"the worker persisted fewer than {KILL_AFTER} summaries", 0.01
+            )
         finally:
             if child.returncode is None:
                 child.send_signal(signal.SIGKILL)

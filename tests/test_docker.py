@@ -15,12 +15,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx2
 import yaml
 from compose_pydantic import ComposeSpecification
+
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
@@ -118,14 +119,15 @@ def test_the_image_command_serves_health_logs_json_and_passes_the_healthcheck(tm
     stderr = (tmp_path / "stderr.log").open("w")
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
+
+        def answered() -> httpx2.Response | None:
             try:
-                health = httpx2.get(f"http://127.0.0.1:{port}/health", timeout=10)
-                break
+                return httpx2.get(f"http://127.0.0.1:{port}/health", timeout=10)
             except httpx2.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr.log").read_text()
-                time.sleep(0.2)
+                assert server.poll() is None, (tmp_path / "stderr.log").read_text()
+                return None
+
+        health = wait_until(answered, START_SECONDS, "the server never answered /health")
         assert health.status_code == 200 and health.json()["scheduler"] == "running"
         assert subprocess.run(healthcheck, env=env, timeout=60).returncode == 0
     finally:

@@ -15,7 +15,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +30,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import compact_thread
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -110,16 +111,6 @@ async def servers(store_url: str, count: int, tmp_path: Path) -> AsyncIterator[l
             await server.process.wait()
 
 
-async def wait_for(condition: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
-    """Poll an async predicate every 0.2 s until it holds, or fail saying what never happened."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not await condition():
-        if loop.time() > deadline:
-            pytest.fail(f"after {seconds} s: {what}")
-        await asyncio.sleep(0.2)
-
-
 async def open_url(store_url: str) -> MemoryStore:
     store = open_store(store_url, Neo4jCredentials())
     await store.initialize()
@@ -158,29 +149,39 @@ async def test_servers_sharing_a_store_keep_every_thread_digested(store_url: str
         for partition, thread in THREADS:
             await append(partition, thread, 300)
         async with servers(store_url, 3, tmp_path) as running:
-            loop = asyncio.get_running_loop()
-            begun = loop.time()
             turn = 0
-            first_stopped = False
-            # Write until every server has run maintenance, the first one has been
-            # stopped, and four more seconds went by with the other two.
-            while not first_stopped or loop.time() < begun + 4:
-                assert loop.time() < begun + 40, "the servers never all ran maintenance"
+
+            async def write_a_turn() -> None:
+                nonlocal turn
                 partition, thread = THREADS[turn % len(THREADS)]
                 await append(partition, thread, 3)
                 turn += 1
-                if not first_stopped and turn % 10 == 0:
-                    cycles = await all_cycles(writer)
-                    if all(server.ran_in(cycles) for server in running):
-                        assert await running[0].stop() == 0, running[0].log.read_text()
-                        first_stopped, begun = True, loop.time()
+
+            async def first_stopped() -> bool:
+                """Write; once every server has run maintenance, stop the first one."""
+                await write_a_turn()
+                if turn % 10 != 0:
+                    return False
+                cycles = await all_cycles(writer)
+                if not all(server.ran_in(cycles) for server in running):
+                    return False
+                assert await running[0].stop() == 0, running[0].log.read_text()
+                return True
+
+            # Write until every server has run maintenance and the first one has been
+            # stopped, then four more seconds with the other two.
+            await eventually(first_stopped, 40, "the servers never all ran maintenance")
+            loop = asyncio.get_running_loop()
+            stopped_at = loop.time()
+            while loop.time() < stopped_at + 4:
+                await write_a_turn()
                 await asyncio.sleep(0.05)
 
             async def settled() -> bool:
                 floor = THRESHOLD + KEEP_RECENT + 1
                 return not await writer.compaction_candidates(None, min_uncovered=floor, limit=10)
 
-            await wait_for(settled, 20, "the backlog never came back under the threshold")
+            await eventually(settled, 20, "the backlog never came back under the threshold", 0.2)
             codes = [await server.stop() for server in running[1:]]
             logs = [server.log.read_text() for server in running]
         assert codes == [0, 0], logs
@@ -221,7 +222,7 @@ async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(sto
             async def started() -> bool:
                 return await summary_count(store) > 0
 
-            await wait_for(started, 20, "the server never started compacting")
+            await eventually(started, 20, "the server never started compacting", 0.2)
             assert await server.stop() == 0, server.log.read_text()
         written = await summary_count(store)
         assert await check_store(store) == []
@@ -262,7 +263,7 @@ async def test_maintain_runs_in_the_foreground_until_interrupted(tmp_path: Path)
                 jobs = {cycle.job for cycle in await all_cycles(store)}
                 return jobs == {"compaction", "evolution"}
 
-            await wait_for(cycled, 20, "maintain recorded no cycles")
+            await eventually(cycled, 20, "maintain recorded no cycles", 0.2)
             process.send_signal(signal.SIGINT)
             code = await asyncio.wait_for(process.wait(), STOP_SECONDS)
         finally:

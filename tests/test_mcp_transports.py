@@ -15,7 +15,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,8 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
+
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -161,15 +162,16 @@ def http_server(store_url: str, tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
+
+        def listening() -> bool | None:
             assert process.poll() is None, (tmp_path / "server.log").read_text()
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
             except OSError:
-                assert time.monotonic() < deadline, "the HTTP server did not start listening"
-                time.sleep(0.2)
+                return None
+            return True
+
+        wait_until(listening, START_SECONDS, "the HTTP server did not start listening")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from palimpsest.server.cli.main import app
 from palimpsest.server.mcp.app import build_server
 from palimpsest.server.retrieval.grep import grep_memories
 from palimpsest.server.settings import Settings
+from tests.waiting import eventually
 
 P = "claude"
 MINILM_SPEC = "sentence-transformers:all-MiniLM-L6-v2"
@@ -44,14 +44,6 @@ DISTRACTORS = [
     "remember to run the linter before committing",
     "the kitchen walls were painted blue last spring",
 ]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    """Wait until ``check`` holds (background work is asynchronous by design)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "the background work did not finish in time"
-        await asyncio.sleep(0.05)
 
 
 async def seed(store: MemoryStore, thread_id: str = "session-1", partition: str = P) -> list[str]:
@@ -166,14 +158,14 @@ async def test_mcp_embeds_appends_and_summaries_in_the_background_and_greps_by_m
     messages = [{"role": "assistant", "content": text, "message_id": f"m{i}"} for i, text in enumerate(contents)]
     async with mcp_client(server) as session:
         appended = await call(session, "append_messages", thread_id="session-1", messages=messages)
-        await eventually(lambda: _all_embedded(store))
+        await eventually(lambda: _all_embedded(store), 60, "the background work did not embed everything")
         hits = (await call(session, "grep_memories", query=QUERY, mode="semantic", limit=2))["hits"]
         assert hits[0]["id"] == appended["message_ids"][2]
         assert (hits[0]["source_id"], hits[0]["covered_by"]) == ("m2", [])
 
         compacted = await call(session, "compact_thread", thread_id="session-1", force=True)
         assert compacted["summary_ids"]
-        await eventually(lambda: _all_embedded(store))
+        await eventually(lambda: _all_embedded(store), 60, "the background work did not embed everything")
         hits = (await call(session, "grep_memories", query=QUERY, mode="semantic", kinds=["message"]))["hits"]
         assert hits[0]["id"] == appended["message_ids"][2]
         assert hits[0]["covered_by"][0] in compacted["summary_ids"]
@@ -216,11 +208,11 @@ async def test_append_returns_while_the_embedder_is_still_busy(
         )
         assert appended["appended"] == len(DISTRACTORS) and not gated_endpoint.gate.is_set()
         # The embedder has been asked but has not answered: nothing is embedded yet.
-        await eventually(lambda: _asked(gated_endpoint), timeout=10)
+        await eventually(lambda: _asked(gated_endpoint), 10, "the embeddings endpoint was never asked")
         assert len(await store.missing_embeddings(P)) == len(DISTRACTORS)
 
         gated_endpoint.gate.set()
-        await eventually(lambda: _all_embedded(store), timeout=30)
+        await eventually(lambda: _all_embedded(store), 30, "the background work did not embed everything")
         hits = (await call(session, "grep_memories", query="alembic database migrations", mode="semantic"))["hits"]
         assert hits[0]["id"] == appended["message_ids"][1]
 

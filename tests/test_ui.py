@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from palimpsest.graph_schema.models import NewMessage
 from palimpsest.server.mcp.app import build_server
 from palimpsest.server.settings import Settings
 from palimpsest.server.ui.access import Refused, identify
+from tests.waiting import wait_until
 
 PALIMPSEST = str(Path(sys.executable).parent / "palimpsest")
 SECRET = "the heron gate opens at dawn"
@@ -163,14 +163,14 @@ def test_palimpsest_ui_prints_its_address_and_serves_the_viewer(tmp_path: Path) 
 
 def wait_for_page(address: str) -> str:
     """GET ``address`` once the server listens (its start is guarded by a deadline, not timed)."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    def page() -> str | None:
         try:
             return httpx2.get(address, timeout=30).raise_for_status().text
         except httpx2.TransportError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+            return None
+
+    return wait_until(page, 60, f"nothing answered at {address}")
 
 
 async def test_search_offers_hybrid_only_with_an_embedder(tmp_path: Path) -> None:

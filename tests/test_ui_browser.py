@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from palimpsest.graph_schema.models import NewMessage
 from palimpsest.scheduler import compaction
 from palimpsest.scheduler.summarizers import make_summarizer
 from palimpsest.server.settings import Settings
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -124,15 +124,17 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
+
+        def healthy() -> bool | None:
             try:
                 if httpx2.get(f"{base}/health", timeout=10).status_code == 200:
-                    break
+                    return True
             except httpx2.TransportError:
                 pass
-            assert process.poll() is None and time.monotonic() < deadline, (root / "server.log").read_text()
-            time.sleep(0.2)
+            assert process.poll() is None, (root / "server.log").read_text()
+            return None
+
+        wait_until(healthy, WAIT_SECONDS, "the server never reported itself healthy")
         yield Site(base, message_ids, levels, top_id, top_text, phrase_summary)
     finally:
         process.terminate()
