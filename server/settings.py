@@ -6,14 +6,11 @@ override them by passing values to the constructor.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
-from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.config import (
     CompactionSettings,
     LlmSettings,
@@ -21,34 +18,17 @@ from palimpsest.scheduler.config import (
     StoreBudget,
     default_archive_dir,
 )
+from palimpsest.server.store_settings import ENV_PREFIX, StoreSettings, env_names
 
 
-def default_store_uri() -> str:
-    """``sqlite:///$XDG_DATA_HOME/palimpsest/memory.db``, XDG's default when unset."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return f"sqlite:///{Path(data_home) / 'palimpsest' / 'memory.db'}"
+class Settings(BaseSettings, StoreSettings):
+    """Everything configurable, from the README's variables; flags override by constructor args.
 
+    The fields that open the store come from `StoreSettings`, which a hook reads alone.
+    """
 
-def _env(*names: str) -> AliasChoices:
-    return AliasChoices(*names)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, populate_by_name=True, extra="ignore")
 
-
-class Settings(BaseSettings):
-    """Everything configurable, from the README's variables; flags override by constructor args."""
-
-    model_config = SettingsConfigDict(env_prefix="PALIMPSEST_", populate_by_name=True, extra="ignore")
-
-    store: str = Field(default_factory=default_store_uri, description="Store URI (PALIMPSEST_STORE).")
-    partition: str | None = Field(
-        None, description="The IDE partition this process writes to; else from the MCP client's name."
-    )
-    neo4j_user: str = Field("neo4j", validation_alias=_env("NEO4J_USER", "neo4j_user"), description="Neo4j user.")
-    neo4j_password: SecretStr | None = Field(
-        None, validation_alias=_env("NEO4J_PASSWORD", "neo4j_password"), description="Neo4j password."
-    )
-    neo4j_database: str = Field(
-        "neo4j", validation_alias=_env("NEO4J_DATABASE", "neo4j_database"), description="Neo4j database."
-    )
     compaction_threshold: int = Field(30, ge=2, description="Uncompacted messages before a thread is compacted.")
     keep_recent: int = Field(10, ge=0, description="Fresh-tail messages never compacted.")
     escalation_fanin: int = Field(4, ge=2, description="Summaries of one level escalated into one.")
@@ -57,22 +37,21 @@ class Settings(BaseSettings):
     evolution_interval: int = Field(
         3600,
         ge=1,
-        validation_alias=_env("KG_EVOLUTION_INTERVAL", "evolution_interval"),
+        validation_alias=env_names("KG_EVOLUTION_INTERVAL", "evolution_interval"),
         description="Seconds between evolution ticks (KG_EVOLUTION_INTERVAL).",
     )
     scheduler: bool = Field(True, description="`off` runs no background maintenance in this process.")
     threads_per_cycle: int = Field(3, ge=1, le=1000, description="Most threads one compaction tick compacts.")
     openai_api_key: SecretStr | None = Field(
-        None, validation_alias=_env("OPENAI_API_KEY", "openai_api_key"), description="Key for the LLM summarizer."
+        None, validation_alias=env_names("OPENAI_API_KEY", "openai_api_key"), description="Key for the LLM summarizer."
     )
     openai_base_url: str | None = Field(
-        None, validation_alias=_env("OPENAI_BASE_URL", "openai_base_url"), description="OpenAI-compatible endpoint."
+        None,
+        validation_alias=env_names("OPENAI_BASE_URL", "openai_base_url"),
+        description="OpenAI-compatible endpoint.",
     )
     summary_model: str | None = Field(None, description="Model for LLM summaries; unset means deterministic.")
     summary_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM summary call is abandoned.")
-    startup_budget: int = Field(
-        1500, ge=100, le=100_000, description="Tokens of memory a hook hands an agent when its session starts."
-    )
     embedder: str = Field("none", description="`none`, `sentence-transformers:MODEL_OR_PATH` or `openai:MODEL`.")
     max_store_mb: int | None = Field(
         None,
@@ -123,14 +102,3 @@ class Settings(BaseSettings):
         if self.max_store_mb is None or folder is None:
             return None
         return StoreBudget(max_bytes=self.max_store_mb * 1_000_000, folder=folder)
-
-    def open_store(self) -> MemoryStore:
-        """The configured store, not yet initialized."""
-        return open_store(
-            self.store,
-            Neo4jCredentials(
-                user=self.neo4j_user,
-                password=self.neo4j_password.get_secret_value() if self.neo4j_password else None,
-                database=self.neo4j_database,
-            ),
-        )

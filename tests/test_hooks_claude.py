@@ -190,8 +190,8 @@ def test_session_start_hands_back_memory_in_claude_codes_shape(tmp_path: Path) -
 
 
 def test_the_hook_path_imports_no_heavy_library(tmp_path: Path) -> None:
-    # It runs after every turn: no LLM client, MCP server, numpy, rich, search stack or the
-    # other commands (the console script builds the hook group alone) on its way.
+    # It runs after every turn: no LLM client, MCP server, numpy, rich, search stack, the
+    # other commands, the CLI framework or pydantic-settings on its way.
     transcript = write_turn(tmp_path, claude_turns(SESSION)[0])
     heavy = (
         "openai",
@@ -202,6 +202,8 @@ def test_the_hook_path_imports_no_heavy_library(tmp_path: Path) -> None:
         "palimpsest.server.retrieval.grep",
         "palimpsest.server.cli.main",
         "palimpsest.scheduler.portability",
+        "typer",
+        "pydantic_settings",
     )
     url = f"sqlite:///{tmp_path / 'm.db'}"
     code = (

@@ -17,7 +17,8 @@ from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.feeds.ingest import IngestProgress, detect_format, ingest_files, parse_jsonl
+from palimpsest.server.feeds.ingest import detect_format, ingest_files, parse_jsonl
+from palimpsest.server.feeds.transcripts import IngestProgress
 
 
 def line(thread_id: str = "t1", role: str = "user", content: str = "hello", **extra: Any) -> dict[str, Any]:

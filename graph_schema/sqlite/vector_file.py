@@ -125,7 +125,7 @@ def text_hash(value: str | None) -> int:
 class CacheHeader(BaseModel):
     """What the files of one model hold, as of which table version."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: int
     model: str

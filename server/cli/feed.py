@@ -2,9 +2,10 @@
 
 ``ingest`` takes files after the fact (JSONL, Claude Code transcripts, Codex rollouts);
 ``hook`` is what an agent runs as it works, so memory keeps up without anyone running
-``ingest``, and hands memory back when a session starts. A hook runs after every turn,
-so this module imports at the top only what the CLI needs to parse arguments; each
-command imports what it uses. ``palimpsest.server.cli.main`` registers them on the app.
+``ingest``, and hands memory back when a session starts. The hook commands here give
+``palimpsest hook`` its help and usage errors; a plain hook call, paid after every turn,
+runs from ``palimpsest.server.cli.hook_command`` without typer. Each command imports
+what it uses. ``palimpsest.server.cli.main`` registers them on the app.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import typer
 
 from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.cli.hook_command import HOOKS, HookCall, run_hook_call
 from palimpsest.server.cli.support import JsonOption, StoreOption, fail, on_store, run_command, settings_from_flags
 
 if TYPE_CHECKING:
-    from palimpsest.server.feeds.hooks import HookOutcome
     from palimpsest.server.feeds.ingest import IngestReport
 
 #: Files at least this big, all together, get a progress bar while ingesting.
@@ -117,69 +118,6 @@ hook_app = typer.Typer(
     add_completion=False,
 )
 
-#: Each agent's hook: its request builder (module, function), and its help.
-HOOKS: dict[str, tuple[str, str, str]] = {
-    "claude": (
-        "claude_hook",
-        "claude_request",
-        "A Claude Code hook (SessionStart, Stop, PreCompact, SessionEnd): stores the session's new lines and its "
-        "subagents'; on SessionStart prints the memory as hookSpecificOutput.additionalContext.",
-    ),
-    "codex": (
-        "codex_hook",
-        "codex_request",
-        "A Codex hook (SessionStart, Stop, PreCompact): stores the rollout's new lines (found under "
-        "$CODEX_HOME/sessions when transcript_path is null); on SessionStart prints the memory.",
-    ),
-    "windsurf": (
-        "windsurf",
-        "windsurf_request",
-        "A Windsurf Cascade hook (post_cascade_response_with_transcript, or pre_user_prompt and "
-        "post_cascade_response): stores the turn and rewrites .windsurf/rules/palimpsest.md after each response.",
-    ),
-    "antigravity": (
-        "antigravity",
-        "antigravity_request",
-        "An Antigravity hook, in Gemini CLI's shape (SessionStart, AfterAgent, PreCompress) or agy's own "
-        "(conversationId, transcriptPath): stores the turn; on SessionStart prints the memory.",
-    ),
-    "cursor": (
-        "cursor",
-        "cursor_request",
-        "A Cursor hook (sessionStart, beforeSubmitPrompt, afterAgentResponse, afterAgentThought, stop): stores "
-        "the prompt and the reply; on sessionStart prints the memory as additional_context.",
-    ),
-}
-
-
-def run_hook_command(agent: str, partition: str | None, store: str | None, json: bool) -> None:
-    """Read the agent's payload on stdin, store what is new, print what the agent takes back.
-
-    Imports only what a hook needs, here rather than at the top: it runs after every turn.
-    """
-    import importlib
-
-    from palimpsest.server.feeds.hooks import read_payload, run_hook
-
-    module, function, _ = HOOKS[agent]
-    build = getattr(importlib.import_module(f"palimpsest.server.feeds.{module}"), function)
-    settings = settings_from_flags(store, partition)
-    try:
-        request = build(read_payload(sys.stdin.read()))
-    except PalimpsestError as exc:
-        raise fail(str(exc)) from None
-
-    async def work(opened: MemoryStore) -> HookOutcome:
-        return await run_hook(opened, request, partition=settings.partition or agent, budget=settings.startup_budget)
-
-    outcome = run_command(lambda: on_store(settings, work))
-    if json:
-        from palimpsest.server.cli import output
-
-        output.print_json(outcome.report)
-    elif outcome.reply is not None:
-        typer.echo(outcome.reply)
-
 
 def _hook_command(agent: str) -> Callable[..., None]:
     """The ``palimpsest hook AGENT`` command: the same options for every agent."""
@@ -198,7 +136,9 @@ def _hook_command(agent: str) -> Callable[..., None]:
             bool, typer.Option("--json", help="Print what was stored as JSON instead of what the agent reads.")
         ] = False,
     ) -> None:
-        run_hook_command(agent, partition, store, json)
+        code = run_hook_call(HookCall(agent=agent, partition=partition, store=store, json=json))
+        if code:
+            raise typer.Exit(code)
 
     command.__doc__ = (
         f"{HOOKS[agent][2]}\n\nPrints nothing else on success; on failure one line on stderr and exit code 1 "

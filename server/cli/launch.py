@@ -2,24 +2,33 @@
 
 An agent runs ``palimpsest hook AGENT`` after every turn, so its process start is paid
 all day. Building the full app imports every command module (the DAG viewer, search,
-set-up, portability) and has typer assemble all of them; the hook needs none of that.
-So ``hook AGENT`` runs the hook group alone, the same typer commands with the same
-options and help, and every other command runs the full app.
+set-up, portability) and has typer assemble all of them; the hook needs none of that,
+nor typer itself. So a plain ``hook AGENT [flags]`` call runs
+``palimpsest.server.cli.hook_command`` directly; the rest of ``hook ...`` (``--help``, an
+unknown agent or flag) runs the typer hook group alone, which answers it; every other
+command runs the full app.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 
 def main() -> None:
-    """Run ``palimpsest``: the hook group alone for ``palimpsest hook AGENT ...``, else the full app."""
+    """Run ``palimpsest``: a hook call without typer, else the hook group alone, else the full app."""
     if sys.argv[1:2] == ["hook"] and len(sys.argv) > 2:
         # A hook lives for one turn: the cycle collector would only walk, again and again,
         # the classes and schemas its imports build (a tenth of its start-up), to free nothing.
         gc.disable()
-        sys.exit(run_hook_group(sys.argv[2:]))
+        # pydantic looks for plugins by reading every installed package's metadata (2 % of
+        # a hook's start-up); a hook uses none. A value the user set stands.
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+        from palimpsest.server.cli.hook_command import parse_hook_call, run_hook_call
+
+        call = parse_hook_call(sys.argv[2:])
+        sys.exit(run_hook_call(call) if call is not None else run_hook_group(sys.argv[2:]))
     from palimpsest.server.cli.main import app
 
     app()

@@ -26,7 +26,8 @@ from palimpsest.graph_schema.models import ExpandPage, FactStats, MaintenanceCyc
 
 if TYPE_CHECKING:  # only annotations: importing retrieval here would load it for every command
     from palimpsest.scheduler.facts import KgResult
-    from palimpsest.server.feeds.ingest import IngestProgress, IngestReport, ProgressCallback
+    from palimpsest.server.feeds.ingest import IngestReport
+    from palimpsest.server.feeds.transcripts import IngestProgress, ProgressCallback
     from palimpsest.server.retrieval.context import AssembledContext
     from palimpsest.server.retrieval.grep import GrepHit
     from palimpsest.server.retrieval.recall import RecallResult

@@ -10,15 +10,16 @@ partitions only when asked), and ends the same way on a domain error: one line,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
 
 from palimpsest.graph_schema.errors import PalimpsestError
-from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.settings import Settings
+from palimpsest.server.store_settings import invalid_configuration
+from palimpsest.server.store_settings import on_store as on_store
 
 T = TypeVar("T")
 
@@ -59,9 +60,7 @@ def settings_from_flags(store: str | None, partition: str | None = None) -> Sett
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise fail(f"invalid configuration: {where}: {first['msg']}") from None
+        raise fail(invalid_configuration(exc)) from None
 
 
 def home_partition(settings: Settings) -> str:
@@ -109,17 +108,3 @@ def run_command(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(work())
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
-
-
-async def on_store(settings: Settings, use: Callable[[MemoryStore], Awaitable[T]]) -> T:
-    """Open and initialize the configured store, use it, close it whatever happens.
-
-    Each command is one short process, so it owns its store for the length of ``use``
-    and leaves no connection behind, on success or failure.
-    """
-    store = settings.open_store()
-    try:
-        await store.initialize()
-        return await use(store)
-    finally:
-        await store.close()

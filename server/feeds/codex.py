@@ -74,7 +74,7 @@ _TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
 class _RolloutLine(BaseModel):
     """One line of a wrapped rollout."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     type: str
     payload: dict[str, Any]

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from palimpsest.graph_schema.errors import InvalidInput, NotFound
 from palimpsest.graph_schema.models import NewMessage, Role
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.feeds.ingest import FileIngest, append_transcript
+from palimpsest.server.feeds.append import FileIngest, append_transcript
 from palimpsest.server.feeds.transcripts import (
     FilePosition,
     IngestBatch,

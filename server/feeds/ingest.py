@@ -28,9 +28,9 @@ from palimpsest.graph_schema.models import Name, NewMessage, Role, UtcDatetime
 from palimpsest.graph_schema.prepare import check_name
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.feeds import claude_code, codex
+from palimpsest.server.feeds.append import FileIngest, append_transcript
 from palimpsest.server.feeds.transcripts import (
     IngestBatch,
-    IngestProgress,
     ParsedTranscript,
     ProgressCallback,
     ThreadGrouper,
@@ -51,7 +51,7 @@ DETECT_LINES = 50
 class JsonlLine(BaseModel):
     """One line of Palimpsest's JSONL format (see the README); unknown keys are refused, not dropped."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     thread_id: Name
     role: Role
@@ -64,22 +64,10 @@ class JsonlLine(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class FileIngest(BaseModel):
-    """What ingesting one file did."""
-
-    path: str
-    format: str
-    messages: int = Field(description="Messages read from the file (a transcript line may hold several).")
-    appended: int = Field(description="Messages the store did not hold yet.")
-    duplicates: int = Field(description="Messages already stored (an earlier ingestion).")
-    skipped: int = Field(0, description="Lines holding no conversation (bookkeeping, metadata), left out.")
-    threads: int = Field(description="Distinct threads the file touches.")
-    partitions: list[str] = Field(default_factory=list, description="The partitions the file's threads are in.")
-    thread_ids: list[str] = Field(default_factory=list, exclude=True, description="The threads themselves.")
-
-
 class IngestReport(BaseModel):
     """What ingesting a list of files did, per file and in total."""
+
+    model_config = ConfigDict(defer_build=True)
 
     files: list[FileIngest]
     messages: int = Field(description="Messages read, all files together.")
@@ -275,42 +263,6 @@ def _is_transcript(path: Path, format: str) -> bool:
     except InvalidInput:
         return False
     return format in ("auto", found)
-
-
-async def append_transcript(
-    store: MemoryStore,
-    path: Path,
-    format: str,
-    parsed: ParsedTranscript,
-    *,
-    progress: ProgressCallback | None = None,
-) -> FileIngest:
-    """Append a parsed file batch by batch: the write half every format shares.
-
-    A thread is (partition, id), so a thread id another partition also uses is simply
-    this partition's own thread of that id.
-    """
-    batches = parsed.batches
-    total = parsed.messages
-    appended = duplicates = written = 0
-    for batch in batches:
-        result = await store.append_messages(batch.partition, batch.thread_id, batch.messages, project=batch.project)
-        appended += result.appended
-        duplicates += result.duplicates
-        written += len(batch.messages)
-        if progress is not None:
-            progress(IngestProgress(path, "write", written, total))
-    return FileIngest(
-        path=str(path),
-        format=format,
-        messages=total,
-        appended=appended,
-        duplicates=duplicates,
-        skipped=parsed.skipped,
-        threads=len({batch.thread_id for batch in batches}),
-        partitions=sorted({batch.partition for batch in batches}),
-        thread_ids=sorted({batch.thread_id for batch in batches}),
-    )
 
 
 async def ingest_file(

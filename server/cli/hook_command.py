@@ -1,0 +1,138 @@
+"""``palimpsest hook AGENT``: store the turn an agent just took, print what it takes back.
+
+An agent starts this command after every turn, so its process start is paid all day.
+typer (with the click it carries), pydantic-settings and the full settings class were a
+sixth of that start-up, counted in instructions, and a hook needs none of them: its three flags parse with ``argparse`` and its settings come
+from `StoreSettings`. So the console script (``palimpsest.server.cli.launch``) runs a
+plain hook call here directly, and leaves anything else (``--help``, an unknown agent
+or flag) to the typer group in ``palimpsest.server.cli.feed``, which registers the same
+command with the same flags and help and answers usage errors. A test keeps the two
+parsers' flags the same.
+
+This module imports at the top only what parsing needs; running the hook imports the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+#: Each agent's hook: its request builder (module, function), and its help.
+HOOKS: dict[str, tuple[str, str, str]] = {
+    "claude": (
+        "claude_hook",
+        "claude_request",
+        "A Claude Code hook (SessionStart, Stop, PreCompact, SessionEnd): stores the session's new lines and its "
+        "subagents'; on SessionStart prints the memory as hookSpecificOutput.additionalContext.",
+    ),
+    "codex": (
+        "codex_hook",
+        "codex_request",
+        "A Codex hook (SessionStart, Stop, PreCompact): stores the rollout's new lines (found under "
+        "$CODEX_HOME/sessions when transcript_path is null); on SessionStart prints the memory.",
+    ),
+    "windsurf": (
+        "windsurf",
+        "windsurf_request",
+        "A Windsurf Cascade hook (post_cascade_response_with_transcript, or pre_user_prompt and "
+        "post_cascade_response): stores the turn and rewrites .windsurf/rules/palimpsest.md after each response.",
+    ),
+    "antigravity": (
+        "antigravity",
+        "antigravity_request",
+        "An Antigravity hook, in Gemini CLI's shape (SessionStart, AfterAgent, PreCompress) or agy's own "
+        "(conversationId, transcriptPath): stores the turn; on SessionStart prints the memory.",
+    ),
+    "cursor": (
+        "cursor",
+        "cursor_request",
+        "A Cursor hook (sessionStart, beforeSubmitPrompt, afterAgentResponse, afterAgentThought, stop): stores "
+        "the prompt and the reply; on sessionStart prints the memory as additional_context.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class HookCall:
+    """One ``palimpsest hook AGENT`` call: the agent and its flags (``None``: not given)."""
+
+    agent: str
+    partition: str | None = None
+    store: str | None = None
+    json: bool = False
+
+
+def flag_parser() -> argparse.ArgumentParser:
+    """The hook command's flags, as the typer command in ``palimpsest.server.cli.feed`` declares them.
+
+    No ``--help`` and no abbreviations: those, like any flag not listed here, go to typer.
+    """
+    parser = argparse.ArgumentParser(
+        prog="palimpsest hook AGENT", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
+    parser.add_argument("--partition")
+    parser.add_argument("--store")
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def parse_hook_call(args: list[str]) -> HookCall | None:
+    """``args`` (after ``hook``) as a hook call, or None when typer should answer them (help, a usage error)."""
+    if not args or args[0] not in HOOKS:
+        return None
+    try:
+        flags, rest = flag_parser().parse_known_args(args[1:])
+    except argparse.ArgumentError:
+        return None
+    if rest:
+        return None
+    return HookCall(agent=args[0], partition=flags.partition, store=flags.store, json=flags.json)
+
+
+def run_hook_call(call: HookCall) -> int:
+    """Read the agent's payload on stdin, store what is new, print what the agent takes back.
+
+    Returns:
+        The exit code: 0, or 1 after one ``error: ...`` line on stderr (never 2, which
+        an agent reads as "block").
+    """
+    import asyncio
+    import importlib
+
+    from pydantic import ValidationError
+
+    from palimpsest.graph_schema.errors import PalimpsestError
+    from palimpsest.graph_schema.store import MemoryStore
+    from palimpsest.server.feeds.hooks import HookOutcome, read_payload, run_hook
+    from palimpsest.server.store_settings import StoreSettings, invalid_configuration, on_store
+
+    flags = {"store": call.store, "partition": call.partition}
+    try:
+        settings = StoreSettings.from_environment(**{name: value for name, value in flags.items() if value is not None})
+    except ValidationError as exc:
+        return _fail(invalid_configuration(exc))
+    module, function, _ = HOOKS[call.agent]
+    build = getattr(importlib.import_module(f"palimpsest.server.feeds.{module}"), function)
+
+    async def work(opened: MemoryStore) -> HookOutcome:
+        partition = settings.partition or call.agent
+        return await run_hook(opened, request, partition=partition, budget=settings.startup_budget)
+
+    try:
+        request = build(read_payload(sys.stdin.read()))
+        outcome = asyncio.run(on_store(settings, work))
+    except PalimpsestError as exc:
+        return _fail(str(exc))
+    if call.json:
+        from palimpsest.server.cli import output
+
+        output.print_json(outcome.report)
+    elif outcome.reply is not None:
+        print(outcome.reply, flush=True)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 1
