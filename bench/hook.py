@@ -12,7 +12,9 @@ machines are noisy. Run by hand:
 
     .venv/bin/python bench/hook.py --size-mb 100 --turns 7
 
-``--palimpsest PATH`` times another installation's console script: the development
+``--instructions`` also counts, under valgrind, the instructions of one fresh turn and of
+a bare interpreter: a number no other load on the machine sways, to compare two versions
+on a busy machine. ``--palimpsest PATH`` times another installation's console script: the development
 venv's is an editable install, whose import hook a user's ``pipx`` or ``uv tool``
 install does not have (``python -m venv /tmp/v && /tmp/v/bin/pip install .``).
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,6 +104,36 @@ def run_hook(palimpsest: Path, store: str, session: str, transcript: Path) -> Ti
     return elapsed
 
 
+def instructions(command: list[str], stdin: str = "") -> float:
+    """Millions of instructions ``command`` executes under valgrind: a count no other load on the machine sways."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    collected = re.search(r"Collected : (\d+)", done.stderr)
+    if collected is None:
+        raise SystemExit(f"no instruction count from valgrind: {done.stderr[-500:]}")
+    return int(collected.group(1)) / 1e6
+
+
+def hook_instructions(palimpsest: Path, folder: Path) -> tuple[float, float]:
+    """Instructions of a bare interpreter's start and of the hook storing one new turn of a fresh session."""
+    transcript = folder / "counted.jsonl"
+    transcript.write_text(turn("counted", 0), encoding="utf-8")
+    store = f"sqlite:///{folder / 'counted.db'}"
+    run_hook(palimpsest, store, "counted", transcript)
+    with transcript.open("a", encoding="utf-8") as handle:
+        handle.write(turn("counted", 1))
+    stdin = json.dumps(
+        {"session_id": "counted", "transcript_path": str(transcript), "cwd": CWD, "hook_event_name": "Stop"}
+    )
+    bare = instructions([sys.executable, "-c", "pass"])
+    return bare, instructions([str(palimpsest), "hook", "claude", "--store", store], stdin)
+
+
 def bare_start() -> Timing:
     began, cpu = time.perf_counter(), _cpu()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -130,7 +164,12 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=100, help="Size of the large session's transcript.")
     parser.add_argument("--turns", type=int, default=7, help="New turns timed per session.")
     parser.add_argument("--palimpsest", type=Path, default=PALIMPSEST, help="The console script to time.")
+    parser.add_argument(
+        "--instructions", action="store_true", help="Also count the fresh turn's instructions under valgrind."
+    )
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on PATH")
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -140,6 +179,7 @@ def main() -> None:
         bare = [bare_start() for _ in range(args.turns)]
         fresh = session_times(args.palimpsest, folder, "fresh", 0, args.turns)
         large = session_times(args.palimpsest, folder, "large", args.size_mb, args.turns)
+        counted = hook_instructions(args.palimpsest, folder) if args.instructions else None
     rows = {
         "bare `python -c pass` (baseline)": bare,
         "fresh session": fresh,
@@ -158,6 +198,12 @@ def main() -> None:
     if small_cpu and base_cpu:
         console.print(f"CPU: the hook costs {small_cpu - base_cpu:.0f} ms over a bare interpreter's start")
     console.print(table)
+    if counted is not None:
+        bare_count, hook_count = counted
+        console.print(
+            f"instructions (callgrind): bare python {bare_count:.0f} M, one new turn {hook_count:.0f} M "
+            f"({hook_count / bare_count:.1f}x)"
+        )
 
 
 if __name__ == "__main__":
