@@ -421,7 +421,7 @@ def page_end(messages: Sequence[FrontierItem], start: int, budget_tokens: int, l
 def newest_page(frontier: Sequence[FrontierItem], budget_tokens: int, limit: int) -> list[FrontierItem]:
     """The newest page of a thread's uncovered messages (`page_end`), newest first: what context assembly reads first.
 
-    None when the newest message alone is over the budget: it is left out unread. Both
+    Empty when the newest message alone is over the budget: it is left out unread. Both
     stores' ``context_frontier`` read this page (Neo4j computes the same rule in Cypher,
     ``CONTEXT_FRONTIER``), and the contract tests hold them to it.
     """

@@ -278,7 +278,6 @@ class SqliteDag(SqliteBase):
         self, partition: str, thread_id: str, *, budget_tokens: int, limit: int
     ) -> ContextFrontier:
         """The frontier, its summaries and its newest page of messages, in one transaction."""
-
         check_limit(limit)
 
         def read(conn: sqlite3.Connection) -> ContextFrontier:
