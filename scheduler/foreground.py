@@ -6,12 +6,7 @@ the `ForegroundGate` while it runs, and background work awaits `ForegroundGate.w
 between batches (between summaries): it goes on only once no call is in flight and
 none has ended within a short quiet window (an agent's calls come in bursts, a few
 milliseconds apart). A cap bounds each wait so that a server under constant load
-still digests its memory: once a wait hits the cap, background work gets a turn of
-``TURN_SECONDS`` in which its pause points pass straight through, so under sustained
-load it runs about half the time, as one more client among many would. One batch per
-cap was too little: under 32 busy clients each of background work's own store reads
-waits as long as a client's, compaction fell behind, each thread's uncompacted tail grew
-for as long as the load lasted, and every ``assemble_context`` read more of it.
+still digests its memory, one batch per cap.
 
 The gate is in-process on purpose: across processes the store's leases decide who
 runs a job, and each process only has to be polite to its own clients.
@@ -26,9 +21,7 @@ from contextlib import asynccontextmanager
 #: How long after the last tool call ends background work waits before resuming.
 QUIET_SECONDS = 0.05
 #: The longest background work yields at one pause, so it never starves.
-MAX_WAIT_SECONDS = 1.0
-#: How long background work then runs on, its pauses passing straight through.
-TURN_SECONDS = 1.0
+MAX_WAIT_SECONDS = 2.0
 
 
 class ForegroundGate:
@@ -37,22 +30,13 @@ class ForegroundGate:
     Args:
         quiet_seconds: How long no call must have been in flight before background
             work resumes.
-        max_wait_seconds: The longest one `wait_idle` waits before giving background
-            work a turn anyway.
-        turn_seconds: How long that turn lasts: every `wait_idle` within it returns at once.
+        max_wait_seconds: The longest one `wait_idle` waits before letting background
+            work do one more batch anyway.
     """
 
-    def __init__(
-        self,
-        *,
-        quiet_seconds: float = QUIET_SECONDS,
-        max_wait_seconds: float = MAX_WAIT_SECONDS,
-        turn_seconds: float = TURN_SECONDS,
-    ) -> None:
+    def __init__(self, *, quiet_seconds: float = QUIET_SECONDS, max_wait_seconds: float = MAX_WAIT_SECONDS) -> None:
         self.quiet_seconds = quiet_seconds
         self.max_wait_seconds = max_wait_seconds
-        self.turn_seconds = turn_seconds
-        self._turn_ends = float("-inf")
         self._active = 0
         self._last_left = float("-inf")
         self._changed = asyncio.Event()
@@ -77,19 +61,13 @@ class ForegroundGate:
     async def wait_idle(self) -> bool:
         """Wait until no tool call is in flight and the quiet window has passed.
 
-        Why a cap and a turn: under a steady stream of calls the gate would never open,
-        and memory would never be digested; after ``max_wait_seconds`` background work
-        runs on for ``turn_seconds`` without waiting (one batch per cap was too little
-        to keep up with 32 busy clients).
+        Why a cap: under a steady stream of calls the gate would never open, and memory
+        would never be digested; after ``max_wait_seconds`` one batch goes through.
 
         Returns:
-            True when the foreground went idle, False when background work goes on
-            under load (the wait hit the cap, or a turn is running).
+            True when the foreground went idle, False when the wait hit the cap.
         """
         loop = asyncio.get_running_loop()
-        if loop.time() < self._turn_ends:
-            await asyncio.sleep(0)  # still let calls that are ready to run go first
-            return False
         deadline = loop.time() + self.max_wait_seconds
         while True:
             now = loop.time()
@@ -103,7 +81,6 @@ class ForegroundGate:
                 quiet_left = float("inf")
             left = deadline - now
             if left <= 0:
-                self._turn_ends = now + self.turn_seconds
                 return False
             self._changed.clear()
             try:

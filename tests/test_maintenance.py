@@ -362,36 +362,6 @@ async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
     assert gate.active == 0
 
 
-async def test_past_the_cap_background_work_gets_a_turn_while_calls_are_in_flight() -> None:
-    """Once a wait hits the cap, pause points pass straight through for ``turn_seconds``.
-
-    The second wait below could only end at its cap (raised to an hour) or when the call
-    ends; inside the turn it ends at once, the call still in flight. Without a turn it
-    waits for the call.
-    """
-    release = asyncio.Event()
-
-    async def call(gate: ForegroundGate) -> None:
-        async with gate.foreground():
-            await release.wait()
-
-    for turn_seconds, expect_turn in ((3600.0, True), (0.0, False)):
-        release.clear()
-        gate = ForegroundGate(quiet_seconds=0.0, max_wait_seconds=0.05, turn_seconds=turn_seconds)
-        in_flight = asyncio.create_task(call(gate))
-        await asyncio.sleep(0)
-        assert await gate.wait_idle() is False  # the cap
-        gate.max_wait_seconds = 3600.0
-        second = asyncio.create_task(gate.wait_idle())
-        for _ in range(10):
-            await asyncio.sleep(0)
-        assert second.done() is expect_turn and not in_flight.done()
-        release.set()
-        # A deadline that only guards the wait: the call has ended, so the gate opens.
-        assert await asyncio.wait_for(second, timeout=30) is (not expect_turn)
-        await in_flight
-
-
 async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -399,9 +369,7 @@ async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compac
 
     So while one grep is in flight, at most the one write (a batch of summaries, one
     transaction) already under way when it arrived is persisted; without the gate, the
-    pass would keep writing batches while the grep waits behind them. That holds within
-    the gate's cap (raised here out of reach): past it, background work gets a turn
-    (the test above).
+    pass would keep writing batches while the grep waits behind them.
     """
     url = f"sqlite:///{tmp_path / 'busy.db'}"
     seeding = open_store(url)
@@ -422,9 +390,6 @@ async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compac
     overlaps: list[int] = []
 
     class CountingGate(ForegroundGate):
-        def __init__(self) -> None:
-            super().__init__(max_wait_seconds=3600.0)
-
         @asynccontextmanager
         async def foreground(self) -> AsyncIterator[None]:
             async with super().foreground():
