@@ -292,6 +292,21 @@ class SummaryDag(_Model):
     frontier: list[FrontierItem]
 
 
+class ContextFrontier(_Model):
+    """A thread's frontier with what context assembly reads of it first, from one read.
+
+    Why one read: under load every sequential read of a call waits its turn for the
+    store, and assembling a context used to need the frontier before it knew which
+    summaries and messages to read.
+    """
+
+    items: list[FrontierItem] = Field(description="The whole frontier, in thread order.")
+    summaries: list[Summary] = Field(description="The frontier's summaries whole, in thread order.")
+    newest: list[Message] = Field(
+        description="The newest uncovered messages, oldest first: the run `newest_page` picks (see its docstring)."
+    )
+
+
 class ArchivedRange(_Model):
     """A run of a thread's messages moved out of the live store into an archive file.
 

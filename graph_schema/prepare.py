@@ -28,6 +28,7 @@ from palimpsest.graph_schema.models import (
     MAX_NAME_CHARS,
     ArchivedRange,
     Fact,
+    FrontierItem,
     Message,
     NewFact,
     NewMessage,
@@ -393,3 +394,38 @@ def check_archived_run(archived: ArchivedRange, messages: Sequence[Message]) -> 
             f"the messages given are not seq {archived.first_seq}-{archived.last_seq} "
             f"of thread {archived.thread_id!r}, in order"
         )
+
+
+def page_end(messages: Sequence[FrontierItem], start: int, budget_tokens: int, limit: int) -> int:
+    """Where a page of uncovered messages read from ``messages[start]`` back in time ends (exclusive).
+
+    ``messages`` are a thread's uncovered messages, newest first. The page holds at most
+    ``limit``, stops at the first gap in seq (a summary between two uncovered messages,
+    so a range read never carries covered messages along), and stops just past the
+    message that takes its tokens over ``budget_tokens`` (a tail of huge tool outputs is
+    not read only to be left out, yet a walk that must read one message past what fits,
+    to learn whether it shortens, finds it read); one message at least.
+    """
+    end = start + 1
+    tokens = messages[start].tokens
+    while (
+        tokens <= budget_tokens
+        and end < min(len(messages), start + limit)
+        and messages[end].first_seq == messages[end - 1].first_seq - 1
+    ):
+        tokens += messages[end].tokens
+        end += 1
+    return end
+
+
+def newest_page(frontier: Sequence[FrontierItem], budget_tokens: int, limit: int) -> list[FrontierItem]:
+    """The newest page of a thread's uncovered messages (`page_end`), newest first: what context assembly reads first.
+
+    Empty when the newest message alone is over the budget: it is left out unread. Both
+    stores' ``context_frontier`` read this page (Neo4j computes the same rule in Cypher,
+    ``CONTEXT_FRONTIER``), and the contract tests hold them to it.
+    """
+    messages = sorted((item for item in frontier if item.kind == "message"), key=lambda item: -item.first_seq)
+    if not messages or messages[0].tokens > budget_tokens:
+        return []
+    return messages[: page_end(messages, 0, budget_tokens, limit)]

@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from palimpsest.graph_schema.models import (
     AppendResult,
     ArchivedRange,
+    ContextFrontier,
     EmbeddingTodo,
     ExpandPage,
     Fact,
@@ -254,6 +255,18 @@ class MemoryStore(Protocol):
 
     async def frontier(self, partition: str, thread_id: str) -> list[FrontierItem]:
         """The top summaries and uncovered messages, which together partition the thread.
+
+        :raises NotFound: if the thread does not exist in the partition.
+        """
+        ...
+
+    async def context_frontier(
+        self, partition: str, thread_id: str, *, budget_tokens: int, limit: int
+    ) -> ContextFrontier:
+        """The frontier, its summaries whole and its newest messages within a budget, in one read.
+
+        ``newest`` holds the messages `graph_schema.prepare.newest_page` picks from the
+        frontier with ``budget_tokens`` and ``limit``: what context assembly shows first.
 
         :raises NotFound: if the thread does not exist in the partition.
         """

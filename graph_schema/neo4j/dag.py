@@ -20,6 +20,7 @@ from palimpsest.graph_schema import identity
 from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
     ArchivedRange,
+    ContextFrontier,
     DagEdge,
     ExpandPage,
     FrontierItem,
@@ -262,6 +263,28 @@ class Neo4jDag(Neo4jBase):
         rows = await self._query(q.FRONTIER, partition=partition, thread_id=thread_id)
         one_thread(rows, thread_id)
         return _frontier(rows[0]["items"])
+
+    async def context_frontier(
+        self, partition: str, thread_id: str, *, budget_tokens: int, limit: int
+    ) -> ContextFrontier:
+        """The frontier, its summaries and its newest page of messages, in one statement (see `MemoryStore`)."""
+        check_limit(limit)
+        rows = await self._query(
+            q.CONTEXT_FRONTIER, partition=partition, thread_id=thread_id, budget=budget_tokens, limit=limit
+        )
+        one_thread(rows, thread_id)
+        summaries = sorted((_summary(row) for row in rows[0]["summaries"]), key=lambda summary: summary.first_seq)
+        tops = [
+            FrontierItem(
+                kind="summary", id=s.id, level=s.level, first_seq=s.first_seq, last_seq=s.last_seq, tokens=s.tokens
+            )
+            for s in summaries
+        ]
+        return ContextFrontier(
+            items=sorted([*_frontier(rows[0]["messages"]), *tops], key=lambda item: item.first_seq),
+            summaries=summaries,
+            newest=[message_from_record(raw) for raw in rows[0]["newest"]],
+        )
 
     async def summary_dag(self, partition: str, thread_id: str) -> SummaryDag:
         """Every summary, the summary-to-summary edges and the frontier, read at once."""

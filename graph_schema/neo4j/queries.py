@@ -516,6 +516,48 @@ RETURN COLLECT {
 """
 )
 
+#: The frontier as context assembly reads it, in one statement: the uncovered messages
+#: (ids and tokens, newest first), the top summaries whole, and the content of the newest
+#: run of messages that ``prepare.newest_page`` picks, computed here the same way:
+#: ``running[k]`` is the tokens of the ``k`` newest messages, a message is taken while
+#: those before it stay within ``$budget`` and its seq continues the run (seqs strictly
+#: fall, so no gap means ``first - seq = k``), and none when the newest alone is over.
+CONTEXT_FRONTIER: LiteralString = (
+    _THREAD
+    + """
+WITH t, COLLECT {
+    MATCH (m:Message {partition: t.partition, thread_id: t.id})
+    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
+    ORDER BY m.seq DESC
+} AS messages, COLLECT {
+    MATCH (s:Summary {thread_id: t.id})
+    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
+        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
+    RETURN """
+    + _SUMMARY_MAP
+    + """ AS summary
+} AS summaries
+WITH t, messages, summaries,
+    reduce(sums = [0], item IN messages[0..$limit] | sums + (sums[-1] + item.tokens)) AS running
+WITH t, messages, summaries, CASE
+    WHEN size(messages) = 0 OR messages[0].tokens > $budget THEN 0
+    ELSE size([k IN range(0, size(running) - 2)
+        WHERE running[k] <= $budget AND messages[0].first_seq - messages[k].first_seq = k])
+END AS taken
+WITH t, messages, summaries,
+    CASE WHEN taken = 0 THEN 1 ELSE messages[taken - 1].first_seq END AS low,
+    CASE WHEN taken = 0 THEN 0 ELSE messages[0].first_seq END AS high
+RETURN messages, summaries, COLLECT {
+    MATCH (m:Message {partition: t.partition, thread_id: t.id})
+    WHERE m.seq >= low AND m.seq <= high
+    RETURN """
+    + _MESSAGE_PROPS
+    + """ ORDER BY m.partition, m.thread_id, m.seq
+} AS newest
+"""
+)
+
 THREAD_SUMMARIES: LiteralString = (
     _THREAD
     + """

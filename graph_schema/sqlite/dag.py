@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput, NotFound
 from palimpsest.graph_schema.models import (
     ArchivedRange,
+    ContextFrontier,
     DagEdge,
     ExpandPage,
     FrontierItem,
@@ -25,7 +26,14 @@ from palimpsest.graph_schema.models import (
     ThreadSnapshot,
     utcnow,
 )
-from palimpsest.graph_schema.prepare import check_summary_batch, decode_cursor, derive_summary, encode_cursor
+from palimpsest.graph_schema.prepare import (
+    check_limit,
+    check_summary_batch,
+    decode_cursor,
+    derive_summary,
+    encode_cursor,
+    newest_page,
+)
 from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.sqlite.base import (
     INT64_MAX,
@@ -263,6 +271,29 @@ class SqliteDag(SqliteBase):
             with transaction(conn, "DEFERRED"):
                 require_thread(conn, partition, thread_id)
                 return _frontier(conn, partition, thread_id)
+
+        return await self._read(read)
+
+    async def context_frontier(
+        self, partition: str, thread_id: str, *, budget_tokens: int, limit: int
+    ) -> ContextFrontier:
+        """The frontier, its summaries and its newest page of messages, in one transaction."""
+        check_limit(limit)
+
+        def read(conn: sqlite3.Connection) -> ContextFrontier:
+            with transaction(conn, "DEFERRED"):
+                require_thread(conn, partition, thread_id)
+                items = _frontier(conn, partition, thread_id)
+                ids = ids_json([item.id for item in items if item.kind == "summary"])
+                rows = conn.execute(q.SUMMARIES_IN_PARTITION, {"ids": ids, "partition": partition}).fetchall()
+                summaries = sorted(_summaries(conn, rows), key=lambda summary: summary.first_seq)
+                page = newest_page(items, budget_tokens, limit)
+                newest: list[Message] = []
+                if page:
+                    span = {"first_seq": page[-1].first_seq, "last_seq": page[0].first_seq, "limit": -1}
+                    scope = {"thread_id": thread_id, "partition": partition, **span}
+                    newest = [message_from_row(row) for row in conn.execute(q.MESSAGES_IN_RANGE, scope)]
+                return ContextFrontier(items=items, summaries=summaries, newest=newest)
 
         return await self._read(read)
 

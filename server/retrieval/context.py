@@ -53,6 +53,7 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.identity import estimate_tokens
 from palimpsest.graph_schema.models import ExpandPage, Fact, FrontierItem, Message, Role, Summary
+from palimpsest.graph_schema.prepare import page_end
 from palimpsest.graph_schema.store import MemoryStore
 
 if TYPE_CHECKING:  # recall (and the search stack under it) loads only when a query asks for it
@@ -287,20 +288,17 @@ async def assemble_context(
     """
     if not MIN_BUDGET <= budget_tokens <= MAX_BUDGET:
         raise InvalidInput(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}, got {budget_tokens}")
-    # Few reads, and the independent ones at once: under load every read waits its turn
-    # for the store, so a call's latency grows with its count of sequential reads.
-    # ``frontier`` refuses a thread the partition does not have.
-    frontier, facts = await asyncio.gather(
-        store.frontier(partition, thread_id),
+    # One round of reads: under load every read waits its turn for the store, so a
+    # call's latency grows with its count of sequential reads. ``context_frontier``
+    # brings the frontier with its summaries and the newest messages ``recent`` shows
+    # first, and refuses a thread the partition does not have.
+    view, facts = await asyncio.gather(
+        store.context_frontier(partition, thread_id, budget_tokens=budget_tokens, limit=MESSAGE_PAGE),
         store.list_facts(partition, thread_id=thread_id, current_only=True, limit=MAX_FACTS),
     )
+    frontier, summaries = view.items, view.summaries
     pages = _MessagePages(
-        store, partition, thread_id, [item for item in frontier if item.kind == "message"], budget_tokens
-    )
-    # The newest messages are what ``recent`` shows first: read them beside the summaries.
-    summaries, _ = await asyncio.gather(
-        store.get_summaries(partition, [item.id for item in frontier if item.kind == "summary"]),
-        pages.read_newest(),
+        store, partition, thread_id, [item for item in frontier if item.kind == "message"], budget_tokens, view.newest
     )
     recalled = None
     if query is not None:
@@ -511,12 +509,18 @@ class _MessagePages:
 
     Their token counts come with the frontier, so the walk can tell what cannot fit
     without reading it; the content is only read for candidates that might, a page
-    never more than could fit ``budget_tokens`` together, and read once for both
-    attempts (whole, then pruning).
+    (`page_end`) never more than could fit ``budget_tokens`` together, and read once for
+    both attempts (whole, then pruning). The newest page comes read with the frontier.
     """
 
     def __init__(
-        self, store: MemoryStore, partition: str, thread_id: str, items: Sequence[FrontierItem], budget_tokens: int
+        self,
+        store: MemoryStore,
+        partition: str,
+        thread_id: str,
+        items: Sequence[FrontierItem],
+        budget_tokens: int,
+        newest: Sequence[Message],
     ) -> None:
         self._store = store
         self._budget = budget_tokens
@@ -525,7 +529,7 @@ class _MessagePages:
         self._items = list(reversed(items))
         self._seqs = [item.first_seq for item in self._items]
         self._position = {item.id: index for index, item in enumerate(self._items)}
-        self._read: dict[str, Message] = {}
+        self._read: dict[str, Message] = {message.id: message for message in newest}
         self._current: list[_Candidate] = []
         self._shorten = False
 
@@ -543,32 +547,6 @@ class _MessagePages:
         ]
         return self._current
 
-    async def read_newest(self) -> None:
-        """Read the newest page ahead of `render`, when the newest message fits the budget at all."""
-        if self._items and self._items[0].tokens <= self._budget:
-            await self._read_range(0, self._page_end(0))
-
-    def _page_end(self, start: int) -> int:
-        """Where the page from ``start`` ends (exclusive).
-
-        At ``MESSAGE_PAGE`` messages, at the first gap in seq (a summary between two
-        uncovered messages, so the read never carries covered messages along), or just
-        past the message that takes the page over the budget (a tail of huge tool
-        outputs is not read only to be left out, yet the pruning attempt, which must
-        read a message to learn whether it shortens, finds the first one that does not
-        fit already read); one message at least.
-        """
-        end = start + 1
-        tokens = self._items[start].tokens
-        while (
-            tokens <= self._budget
-            and end < min(len(self._items), start + MESSAGE_PAGE)
-            and self._seqs[end] == self._seqs[end - 1] - 1
-        ):
-            tokens += self._items[end].tokens
-            end += 1
-        return end
-
     async def _read_range(self, start: int, end: int) -> None:
         """Read the messages of ``self._items[start:end]`` (newest first, gap free) in one range read."""
         wanted = {item.id for item in self._items[start:end]}
@@ -579,12 +557,13 @@ class _MessagePages:
                 self._read[message.id] = message
 
     async def render(self, candidate: _Candidate) -> None:
-        """Read the page of messages from this candidate back in time (`_page_end`) and render them.
+        """Read the page of messages from this candidate back in time (`page_end`) and render them.
 
-        One range read, of the page's messages not read yet (``read_newest`` may have).
+        One range read, of the page's messages not read yet (the newest page came with
+        the frontier).
         """
         start = self._position[candidate.id]
-        end = self._page_end(start)
+        end = page_end(self._items, start, self._budget, MESSAGE_PAGE)
         unread = next((index for index in range(start, end) if self._items[index].id not in self._read), None)
         if unread is not None:
             await self._read_range(unread, end)
