@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -256,6 +257,39 @@ async def test_a_partition_crowded_out_of_the_index_still_gets_its_hits(
     late = T0 + timedelta(minutes=250)
     hits = await store.vector_search([1.0, 0.0, 0.0, 0.0], partition=None, since=late, limit=2)
     assert [hit.id for hit in hits] == crowd[250:252]
+
+
+async def test_a_search_asks_for_what_the_filters_kept_last_time_and_widens_when_that_went_stale(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neo4j learns which share of the index's candidates the partition filter keeps and
+    # asks for that many next time; a partition crowded out since must still get its hits.
+    asked: list[int] = []
+    real_query = neo4j_base.Neo4jBase._query
+
+    async def recording(self: neo4j_base.Neo4jBase, query: Any, /, **params: Any) -> list[dict[str, Any]]:
+        if "k" in params:
+            asked.append(params["k"])
+        return await real_query(self, query, **params)
+
+    monkeypatch.setattr(neo4j_base.Neo4jBase, "_query", recording)
+    own = await append(store, [f"mine {i}" for i in range(30)], thread_id="quiet")
+    await store.ensure_vector_index(DIMS, MODEL)
+    await store.set_embeddings([(node_id, [1.0, 0.01 * i, 0.0, 0.0]) for i, node_id in enumerate(own)], MODEL)
+
+    for _ in range(2):
+        assert [hit.id for hit in await store.vector_search([1.0, 0.0, 0.0, 0.0], partition=P, limit=20)] == own[:20]
+    crowd = await append(store, [f"crowd {i}" for i in range(300)], partition=OTHER, thread_id="busy")
+    nearer = [(node_id, [1.0, 0.0001 * i, 0.0, 0.0]) for i, node_id in enumerate(crowd)]
+    await store.set_embeddings(nearer, MODEL)
+    for _ in range(2):
+        hits = await store.vector_search([1.0, 0.0, 0.0, 0.0], partition=P, limit=20)
+        assert [(hit.id, hit.partition) for hit in hits] == [(node_id, P) for node_id in own[:20]]
+
+    if store.kind == "neo4j":
+        # 4 x 20 at first; then 20 / (30 of 30 kept) x 1.25, at least 64; after the crowd
+        # came, 64 kept too few and 8 x 64 found every vector, then asked from 30 of 330.
+        assert asked[:5] == [80, 64, 64, 512, math.ceil(20 / (30 / 330) * neo4j_base.SHARE_MARGIN)]
 
 
 async def test_embedding_leaves_the_messages_exactly_as_they_were(store: MemoryStore) -> None:

@@ -222,9 +222,11 @@ WHERE kind IN $kinds
     AND ($since IS NULL OR node.created_at >= $since)
     AND ($until IS NULL OR node.created_at <= $until)
 """
-#: The first ``$limit`` that passed, one map a row, in Lucene's score order.
+#: The first ``$limit`` that passed, one map a row, in Lucene's score order; ``created_at``
+#: as epoch microseconds (as in ``_MESSAGE_PROPS``: an int hydrates natively).
 _TEXT_HITS: LiteralString = """RETURN {id: node.id, kind: kind, thread_id: node.thread_id, partition: node.partition,
-    score: score, text: coalesce(node.content, node.text), created_at: node.created_at,
+    score: score, text: coalesce(node.content, node.text),
+    created_at: node.created_at.epochMillis * 1000 + node.created_at.microsecond % 1000,
     source_id: node.source_id, level: node.level, role: node.role} AS hit
 LIMIT $limit
 """
@@ -863,20 +865,24 @@ LIMIT $limit
 MATCH (e)-[:EMBEDS]->(n)
 """
 _HIT: LiteralString = """{id: n.id, kind: e.kind, thread_id: n.thread_id, partition: n.partition, score: score,
-    text: left(coalesce(n.content, n.text), $chars), created_at: n.created_at,
+    text: left(coalesce(n.content, n.text), $chars),
+    created_at: n.created_at.epochMillis * 1000 + n.created_at.microsecond % 1000,
     source_id: n.source_id, level: n.level, role: n.role}"""
 _RANKED_HITS: LiteralString = _RANKED + "RETURN " + _HIT + " AS hit\n"
 
 #: Approximate candidates from the index ($k of them), filtered, then ranked exactly;
-#: ``candidates`` says whether the index had more to give.
+#: ``candidates`` says whether the index had more to give, ``passed`` how many of them
+#: the filters kept (so the next search knows how many to ask for).
 VECTOR_SEARCH: LiteralString = (
     """
 CALL db.index.vector.queryNodes('memory_embedding', $k, $vector) YIELD node
 WITH collect(node) AS found
-RETURN size(found) AS candidates, COLLECT {
-    UNWIND found AS e
-    WITH e WHERE """
+WITH found, [e IN found WHERE """
     + _VECTOR_FILTERS
+    + """] AS kept
+RETURN size(found) AS candidates, size(kept) AS passed, COLLECT {
+    UNWIND kept AS e
+"""
     + _RANKED
     + "RETURN "
     + _HIT

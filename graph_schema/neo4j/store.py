@@ -53,8 +53,8 @@ from palimpsest.graph_schema.neo4j.base import (
     EPOCH,
     UNBOUNDED,
     aware,
+    epoch_us,
     message_from_record,
-    native,
     one_thread,
     thread_from_record,
 )
@@ -289,7 +289,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
                 partition=row["partition"],
                 score=row["score"],
                 snippet=snippet(row["text"] or "", query),
-                created_at=native(row["created_at"]),
+                created_at=epoch_us(row["created_at"]),
                 source_id=row["source_id"],
                 level=row["level"],
                 role=row["role"],

@@ -24,7 +24,7 @@ from palimpsest.graph_schema.models import (
     SearchKind,
 )
 from palimpsest.graph_schema.neo4j import queries as q
-from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, native
+from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, epoch_us
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, unique_ids
 from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, unit_vectors
 
@@ -39,7 +39,7 @@ def _vector_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
             partition=row["partition"],
             score=min(1.0, max(-1.0, row["score"])),
             snippet=head_snippet(row["text"] or ""),
-            created_at=native(row["created_at"]),
+            created_at=epoch_us(row["created_at"]),
             source_id=row["source_id"],
             level=row["level"],
             role=row["role"],
