@@ -3,11 +3,11 @@
 FTS5's ``snippet()`` can only run on a row the same statement matched, so building it in
 the store's ranked query meant matching every returned row a second time in an index of
 a million messages: most of a text search's time (33 ms against 9 ms for 200 rows), and
-spent on candidates a search then drops (hybrid search asks for a hundred, keeps
-twenty). Here the texts of the hits a search keeps are indexed in a private in-memory
-FTS5 table with the stores' tokenizer and ``snippet()`` runs there: the same window of
-about 40 tokens around the matched words, '…' at cut ends, as the store's index would
-give, for a millisecond or two.
+spent on rows the search then dropped (each of its two queries per kind returns up to
+``limit`` rows; the merge keeps ``limit`` in all). Here the texts of the hits a search
+keeps are indexed in a private in-memory FTS5 table with the stores' tokenizer and
+``snippet()`` runs there: the same window of about 40 tokens around the matched words,
+'…' at cut ends, as the store's index would give, for a millisecond or two.
 """
 
 from __future__ import annotations
