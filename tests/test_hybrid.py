@@ -114,6 +114,16 @@ def test_a_message_whose_metadata_the_query_names_overtakes_a_better_text_match(
     assert [found.id for found in plain] == ["melanie", "caroline", "other"]
 
 
+def test_fuse_returns_the_best_candidates_asked_for_with_their_fused_scores() -> None:
+    text_hits = [hit("melanie", 10.0), hit("caroline", 8.0), hit("other", 1.0)]
+    vector_hits = [hit("melanie", 0.6), hit("caroline", 0.55), hit("other", 0.1), hit("vector only", 0.3)]
+    refs = [ref("melanie", 0, speaker="Melanie"), ref("caroline", 5, speaker="Caroline"), ref("other", 9)]
+    every = fuse(text_hits, vector_hits, refs, "What did Caroline paint?")
+    assert len(every) == 4
+    assert fuse(text_hits, vector_hits, refs, "What did Caroline paint?", limit=2) == every[:2]
+    assert [found.score for found in every[:2]] != [hit.score for hit in text_hits[:2]], "fused, not copied"
+
+
 def test_a_speaker_written_in_the_content_is_read_like_one_in_metadata() -> None:
     assert written_speaker("Caroline: I went to the class") == "Caroline"
     assert written_speaker("Dr. Ada Byrne: yes") == "Dr. Ada Byrne"

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import uuid
+from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -24,8 +26,9 @@ from hypothesis import strategies as st
 
 from palimpsest.graph_schema.errors import InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.identity import estimate_tokens, message_sha256
-from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
+from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, NewSummary, Role
 from palimpsest.graph_schema.neo4j import base as neo4j_base
+from palimpsest.graph_schema.sqlite import queries as sqlite_queries
 from palimpsest.graph_schema.sqlite import store as sqlite_backend
 from palimpsest.graph_schema.sqlite.store import SqliteStore
 from palimpsest.graph_schema.store import MemoryStore
@@ -579,6 +582,79 @@ async def test_sqlite_ranks_every_hit_by_bm25_and_keeps_old_all_word_rows_past_t
         assert everything[0] == hits[0] and len(everything) == 8, "the cap grows with the hits asked for"
     finally:
         await store.close()
+
+
+def padded(middle: str, tag: str) -> str:
+    """``middle`` inside 120 distinct filler words on each side, so a snippet must cut both ends."""
+    return " ".join([*(f"{tag}a{i}" for i in range(120)), middle, *(f"{tag}b{i}" for i in range(120))])
+
+
+async def test_each_hit_gets_a_window_of_its_own_text_around_the_matched_word(store: MemoryStore) -> None:
+    # A search ranks many candidates but builds snippets for the hits it returns only,
+    # so each kept hit must still get a window of its own text: long texts cut at both
+    # ends around the matched word, a short text whole, summaries as messages.
+    texts = {
+        "long": padded("the kubernetes rollout stalled", "m"),
+        "short": "kubernetes again",
+        "other": padded("a kubernetes node drained", "n"),
+    }
+    written = await store.append_messages(P, "t", [msg(text, key) for key, text in texts.items()])
+    children = await store.get_messages(P, "t")
+    summary = await store.persist_summary(
+        NewSummary(
+            thread_id="t", partition=P, level=1, text=padded("kubernetes was upgraded", "s"), tokens=9,
+            summarizer="test", child_ids=[child.id for child in children],
+        )
+    )  # fmt: skip
+    text_of = {**dict(zip(written.message_ids, texts.values(), strict=True)), summary.id: summary.text}
+    for limit in (4, 2):
+        hits = await store.search_text("kubernetes", partition=P, kinds=["message", "summary"], limit=limit)
+        assert len(hits) == limit
+        for hit in hits:
+            text = text_of[hit.id]
+            assert "kubernetes" in hit.snippet
+            assert hit.snippet.strip("…") in text, "a window of the hit's own text"
+            if text == texts["short"]:
+                assert hit.snippet == text
+            else:
+                assert hit.snippet.startswith("…") and hit.snippet.endswith("…")
+                assert len(hit.snippet) < len(text) // 3
+
+
+async def test_sqlite_snippets_are_the_ones_fts5_gives_in_the_store(tmp_path: Path) -> None:
+    # SQLite only: snippets are built for the kept hits in a small in-memory FTS5 table
+    # (graph_schema/sqlite/snippets.py); they must be exactly what snippet() gives on
+    # the store's own index, stemmed matches included, for both query tiers.
+    schema = (Path(sqlite_backend.__file__).parent / "schema.sql").read_text()
+    tokenizers = set(re.findall(r"tokenize = '([^']*)'", schema))
+    assert tokenizers == set(re.findall(r"tokenize = '([^']*)'", sqlite_queries.SNIPPET_TABLE)), "one tokenizer"
+    path = tmp_path / "memory.db"
+    store = SqliteStore(str(path))
+    await store.initialize()
+    try:
+        await append(
+            store,
+            "t",
+            [
+                padded("we deployed the canary. Then the canary failed", "a"),
+                padded("deploying twice", "b") + ". A second sentence about a canary.",
+                "canary",
+                padded("nothing to see", "c") + " deploy",
+            ],
+        )
+        hits = await store.search_text("deploying canaries", partition=P, limit=3)
+    finally:
+        await store.close()
+    assert len(hits) == 3
+    with closing(sqlite3.connect(path)) as conn:
+        for hit in hits:
+            (pk,) = conn.execute("SELECT pk FROM messages WHERE id = ?", (hit.id,)).fetchone()
+            (expected,) = conn.execute(
+                "SELECT snippet(messages_fts, 0, '', '', '…', 40) FROM messages_fts"
+                ' WHERE messages_fts MATCH \'"deploying" OR "canaries"\' AND rowid = ?',
+                (pk,),
+            ).fetchone()
+            assert hit.snippet == expected
 
 
 async def test_search_filters_by_thread_time_and_limit(store: MemoryStore) -> None:

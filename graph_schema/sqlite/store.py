@@ -60,6 +60,7 @@ from palimpsest.graph_schema.sqlite.facts import SqliteFacts
 from palimpsest.graph_schema.sqlite.fts import upgrade_indexes
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
 from palimpsest.graph_schema.sqlite.migrations import migrate
+from palimpsest.graph_schema.sqlite.snippets import snippets
 from palimpsest.graph_schema.sqlite.transfer import SqliteTransfer
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
 
@@ -297,6 +298,9 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
         million messages a common word costs milliseconds, not the second it takes to
         score every row holding it. Past it the newest matches win, as in a memory the
         recent past usually should.
+
+        Snippets are built for the ``limit`` hits returned only, by FTS5 from their
+        stored text (``snippets``): the candidates each query ranks never pay for one.
         """
         searched = check_kinds(kinds)
         limit = page_limit(limit)
@@ -310,26 +314,28 @@ class SqliteStore(SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, Sqli
         }
 
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
-            found: dict[str, SearchHit] = {}
+            # id -> (kind, row, the query that matched it); snippets only for those kept.
+            found: dict[str, tuple[SearchKind, tuple[Any, ...], str]] = {}
             for kind in searched:
                 words = _ranking_words(conn, query) if kind == "message" else query
                 tiers = (False,) if len(q.query_words(words)) == 1 else (True, False)
-                for require_all in tiers:
-                    asked = {
-                        **params,
-                        "query": q.fts_query(words, require_all=require_all),
-                        "limit": limit,
-                        "candidates": max(q.MATCH_CANDIDATES, limit),
-                    }
+                # ``words`` always holds a word here (the query was checked above).
+                for matching in filter(None, (q.fts_query(words, require_all=every) for every in tiers)):
+                    asked = {**params, "query": matching, "limit": limit, "candidates": max(q.MATCH_CANDIDATES, limit)}
                     for row in conn.execute(q.SEARCHES[kind], asked):
-                        if row[0] not in found:
-                            found[row[0]] = SearchHit(
-                                id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3],
-                                role=row[4], level=row[5], created_at=datetime.fromisoformat(row[6]),
-                                snippet=row[7], score=row[8],
-                            )  # fmt: skip
-            ranked = sorted(found.values(), key=lambda hit: (-hit.score, -hit.created_at.timestamp(), hit.id))
-            return ranked[:limit]
+                        found.setdefault(row[0], (kind, tuple(row), matching))
+            kept = sorted(
+                found.values(),
+                key=lambda hit: (-hit[1][8], -datetime.fromisoformat(hit[1][6]).timestamp(), hit[1][0]),
+            )[:limit]
+            texts = snippets([(row[7], fts_query) for _, row, fts_query in kept])
+            return [
+                SearchHit(
+                    id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3], role=row[4],
+                    level=row[5], created_at=datetime.fromisoformat(row[6]), snippet=text, score=row[8],
+                )
+                for (kind, row, _), text in zip(kept, texts, strict=True)
+            ]  # fmt: skip
 
         return await self._read(read)
 

@@ -243,6 +243,8 @@ def fuse(
     refs: Sequence[MessageRef],
     query: str,
     weights: FusionWeights = DEFAULT_WEIGHTS,
+    *,
+    limit: int | None = None,
 ) -> list[SearchHit]:
     """Rank the union of both candidate lists, best first (pure: no store, no model).
 
@@ -252,10 +254,13 @@ def fuse(
         refs: Thread position and metadata of the message candidates (any subset).
         query: The user's query, for metadata names and whether it asks about time.
         weights: The fusion's knobs.
+        limit: Most hits returned; ``None`` returns every candidate. Only those
+            returned are copied with their fused score (a search ranks some 400
+            candidates to keep 20).
 
     Returns:
-        Every candidate once, with ``score`` set to its fused score; a text hit's
-        snippet (around the matched words) is kept over a vector hit's.
+        The best candidates once each, with ``score`` set to its fused score; a text
+        hit's snippet (around the matched words) is kept over a vector hit's.
     """
     text_scores = normalised(text_hits)
     vector_scores = normalised(vector_hits)
@@ -292,7 +297,7 @@ def fuse(
                 fused[node_id] += weights.written_time
             if dates.in_period(hit.created_at, periods):
                 fused[node_id] += weights.created_in_period
-    ranked = sorted(candidates, key=lambda node_id: (-fused[node_id], node_id))
+    ranked = sorted(candidates, key=lambda node_id: (-fused[node_id], node_id))[:limit]
     return [candidates[node_id].model_copy(update={"score": fused[node_id]}) for node_id in ranked]
 
 
@@ -356,4 +361,4 @@ async def hybrid_search(
     )
     message_ids = list(dict.fromkeys(hit.id for hit in [*text_hits, *vector_hits] if hit.kind == "message"))
     refs = await store.message_refs(partition, message_ids) if message_ids else []
-    return fuse(text_hits, vector_hits, refs, query, weights)[:limit]
+    return fuse(text_hits, vector_hits, refs, query, weights, limit=limit)
