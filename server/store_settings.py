@@ -3,11 +3,12 @@
 A hook runs after every turn of every agent, and needs only these few: where the store
 is, the partition, the Neo4j credentials and the start-up budget. Importing
 pydantic-settings (with the sources it loads: dotenv files, cloud secret stores, a
-command-line parser) and building the full settings class is a tenth of a hook's start-up. So these fields live here, on a
-plain pydantic model, and ``Settings`` (``palimpsest.server.settings``) inherits them:
-one definition of each variable, its default and its bounds. `StoreSettings.from_environment`
-reads them as pydantic-settings does (the field's own aliases first, then
-``PALIMPSEST_<FIELD>``, in any case), and ``tests/test_hook_entry.py`` keeps the two readers equal.
+command-line parser) and building the full settings class is a tenth of a hook's
+start-up. So these fields live here, on a plain pydantic model, and ``Settings``
+(``palimpsest.server.settings``) inherits them: one definition of each variable, its
+default and its bounds. `StoreSettings.from_environment` reads them as pydantic-settings
+does (the field's own aliases first, then ``PALIMPSEST_<FIELD>``, in any case), and
+``tests/test_hook_entry.py`` keeps the two readers equal.
 """
 
 from __future__ import annotations

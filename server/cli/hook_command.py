@@ -2,12 +2,12 @@
 
 An agent starts this command after every turn, so its process start is paid all day.
 typer (with the click it carries), pydantic-settings and the full settings class were a
-sixth of that start-up, counted in instructions, and a hook needs none of them: its three flags parse with ``argparse`` and its settings come
-from `StoreSettings`. So the console script (``palimpsest.server.cli.launch``) runs a
-plain hook call here directly, and leaves anything else (``--help``, an unknown agent
-or flag) to the typer group in ``palimpsest.server.cli.feed``, which registers the same
-command with the same flags and help and answers usage errors. A test keeps the two
-parsers' flags the same.
+sixth of that start-up, counted in instructions, and a hook needs none of them: its
+three flags parse with ``argparse`` and its settings come from `StoreSettings`. So the
+console script (``palimpsest.server.cli.launch``) runs a plain hook call here directly,
+and leaves anything else (``--help``, an unknown agent or flag) to the typer group in
+``palimpsest.server.cli.feed``, which registers the same command with the same flags
+and help and answers usage errors. A test keeps the two parsers' flags the same.
 
 This module imports at the top only what parsing needs; running the hook imports the rest.
 """
