@@ -35,8 +35,12 @@ _SPECIALS = st.sampled_from(["\x00", "\r\n", "\r", "\n", "🙂", "👩‍💻", 
 _WORDS = st.sampled_from(
     ["The refresh token expired. ", "pytest -k auth failed: 401 != 200\n", "Decision: keep JWT. ", "src/auth/jwt.py "]
 )
-TEXT = st.lists(st.one_of(st.text(st.characters(codec="utf-8"), max_size=12), _SPECIALS, _WORDS), max_size=14).map(
-    "".join
+# A ``<private>`` span is the one thing the writer asks not to keep verbatim (graph_schema/redact.py,
+# tests/test_security_redact.py), so a round trip leaves it out.
+TEXT = (
+    st.lists(st.one_of(st.text(st.characters(codec="utf-8"), max_size=12), _SPECIALS, _WORDS), max_size=14)
+    .map("".join)
+    .filter(lambda text: "<private>" not in text.lower())
 )
 PLAIN_ROLES = st.sampled_from([Role.user, Role.assistant, Role.system])
 
