@@ -11,6 +11,9 @@
 # NEO4J_PAGECACHE (default 512m) caches the store files: about 5 MB per thousand
 # messages with their vectors (100k: 0.5g), so searches stay off the disk when it holds
 # them; give a million-message benchmark 6g.
+# NEO4J_GC (default -XX:+UseSerialGC) is the JVM's collector: the serial one suits the
+# small heaps of tests on two cores; a 4g heap under it pauses for long enough to show
+# in search tails, so give a million-message benchmark -XX:+UseG1GC.
 # The jars come from Maven Central once and stay in .cache/neo4j/lib (and ~/.m2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,7 +75,7 @@ start() {
     rm -rf "$state"
     mkdir -p "$state"
     port=$(free_port)
-    nohup java -Xms256m "-Xmx${NEO4J_HEAP:-1g}" -XX:+UseSerialGC \
+    nohup java -Xms256m "-Xmx${NEO4J_HEAP:-1g}" "${NEO4J_GC:--XX:+UseSerialGC}" \
         -cp "$lib/*:$classes" Launcher "$state/home" "$port" "${NEO4J_PAGECACHE:-512m}" >"$state/log" 2>&1 &
     echo $! >"$state/pid"
     for _ in $(seq 1 240); do
