@@ -215,16 +215,6 @@ class MemoryStore(Protocol):
         """
         ...
 
-    async def get_summaries(self, partition: str | None, summary_ids: Sequence[str]) -> list[Summary]:
-        """Several summaries as `get_summary` reads each, in the order asked, in one read.
-
-        Why: context assembly needs every frontier summary of a thread, and one read
-        per summary makes a call under load wait for the store once per summary.
-
-        :raises NotFound: naming the first id with no such summary in the partition.
-        """
-        ...
-
     async def expand(
         self,
         partition: str | None,

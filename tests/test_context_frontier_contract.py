@@ -1,7 +1,7 @@
 """``context_frontier``: the one read context assembly starts from, on both backends.
 
 It must hand back exactly what three separate reads would: the frontier (``frontier``),
-its summaries whole (``get_summaries``) and the newest page of uncovered messages,
+its summaries whole (``get_summary``) and the newest page of uncovered messages,
 read whole (``get_messages``). Neo4j picks that page in Cypher, so each edge of the
 rule (`graph_schema.prepare.page_end`) is checked by seq on both stores: the message
 that takes the page over the budget is read and the next is not, the page limit, a gap
@@ -48,7 +48,7 @@ async def test_it_holds_the_frontier_its_summaries_and_the_newest_run(store: Mem
 
     assert view == ContextFrontier(
         items=await store.frontier(P, T),
-        summaries=await store.get_summaries(P, [top.id for top in tops]),
+        summaries=[await store.get_summary(P, top.id) for top in tops],
         newest=messages[8:],
     )
     assert [summary.id for summary in view.summaries] == [top.id for top in tops]
@@ -96,7 +96,7 @@ async def test_unknown_threads_and_bad_limits_are_refused(store: MemoryStore) ->
 def count_reads(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the store's thread reads, in the order they are called."""
     reads: list[str] = []
-    for name in ("context_frontier", "list_facts", "frontier", "get_summaries", "get_messages"):
+    for name in ("context_frontier", "list_facts", "frontier", "get_summary", "get_messages"):
         original = getattr(store, name)
 
         async def counted(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:

@@ -391,17 +391,6 @@ async def test_covered_by_gives_the_chain_lowest_level_first(store: MemoryStore)
     assert await store.covered_by([]) == {}
 
 
-async def test_get_summaries_reads_several_in_the_order_asked(store: MemoryStore) -> None:
-    messages, l1, l2, l3 = await tree(store)
-    asked = [l3.id, l1[2].id, l2[0].id]
-    assert await store.get_summaries(P, asked) == [await store.get_summary(P, summary_id) for summary_id in asked]
-    assert await store.get_summaries(P, []) == []
-    with pytest.raises(NotFound, match="sum_00000000000000000000000000000000"):
-        await store.get_summaries(P, [l3.id, "sum_00000000000000000000000000000000"])
-    with pytest.raises(NotFound):
-        await store.get_summaries("another-partition", [l3.id])
-
-
 async def test_covered_by_gives_a_summarys_parents_too(store: MemoryStore) -> None:
     messages, l1, l2, l3 = await tree(store)
     chains = await store.covered_by([l1[2].id, l2[0].id, l3.id, messages[1].id])

@@ -174,17 +174,6 @@ class Neo4jDag(Neo4jBase):
             raise NotFound("summary", summary_id)
         return _summary(rows[0]["summary"])
 
-    async def get_summaries(self, partition: str | None, summary_ids: Sequence[str]) -> list[Summary]:
-        """The summaries in the order asked, in one query (see `MemoryStore`)."""
-        if not summary_ids:
-            return []
-        rows = await self._query(q.GET_SUMMARIES, partition=partition, ids=list(summary_ids))
-        by_id = {summary.id: summary for summary in (_summary(row["summary"]) for row in rows)}
-        missing = next((summary_id for summary_id in summary_ids if summary_id not in by_id), None)
-        if missing is not None:
-            raise NotFound("summary", missing)
-        return [by_id[summary_id] for summary_id in summary_ids]
-
     async def _messages_in_range(self, top: Summary, offset: int, count: int) -> list[dict[str, Any]]:
         """The rows of ``count`` messages of ``top``'s range from ``offset``; none past its end."""
         if count <= 0:  # past the end there is nothing to read (and no seq to compute)

@@ -442,17 +442,6 @@ RETURN """
 """
 )
 
-GET_SUMMARIES: LiteralString = (
-    """
-UNWIND $ids AS id
-MATCH (s:Summary {id: id})
-WHERE $partition IS NULL OR s.partition = $partition
-RETURN """
-    + _SUMMARY_MAP
-    + """ AS summary
-"""
-)
-
 #: A page of the messages a summary covers, by its seq range, through the range index.
 #: The caller starts ``$first_seq`` at the page's first seq (a summary's range is gap
 #: free) rather than SKIP-ping, and one collected list beats a record per message.

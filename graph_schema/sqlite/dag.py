@@ -184,21 +184,6 @@ class SqliteDag(SqliteBase):
 
         return await self._read(read)
 
-    async def get_summaries(self, partition: str | None, summary_ids: Sequence[str]) -> list[Summary]:
-        """The summaries in the order asked: three queries for any number."""
-
-        def read(conn: sqlite3.Connection) -> list[Summary]:
-            with transaction(conn, "DEFERRED"):
-                params = {"ids": ids_json(list(summary_ids)), "partition": partition}
-                rows = {row["id"]: row for row in conn.execute(q.SUMMARIES_IN_PARTITION, params)}
-                missing = next((summary_id for summary_id in summary_ids if summary_id not in rows), None)
-                if missing is not None:
-                    raise NotFound("summary", missing)
-                by_id = {summary.id: summary for summary in _summaries(conn, list(rows.values()))}
-                return [by_id[summary_id] for summary_id in summary_ids]
-
-        return await self._read(read) if summary_ids else []
-
     async def expand(
         self,
         partition: str | None,
