@@ -447,6 +447,17 @@ class MessageRef(_Model):
     opening: str = ""
 
 
+class VectorCandidates(NamedTuple):
+    """A vector search's hits and the `MessageRef` of each message among them.
+
+    Hybrid search needs both, and on a server reading them apart is a second round trip
+    on its slowest path (embedding, then the vector index, then the refs).
+    """
+
+    hits: list[SearchHit]
+    refs: list[MessageRef]
+
+
 # -- transfer: a stored vector as export and migrate copy it ----------------------------
 
 

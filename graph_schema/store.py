@@ -43,6 +43,7 @@ from palimpsest.graph_schema.models import (
     Thread,
     ThreadBacklog,
     ThreadSnapshot,
+    VectorCandidates,
 )
 
 
@@ -501,6 +502,25 @@ class MemoryStore(Protocol):
         ...
 
     # -- hybrid search: candidate positions and metadata -------------------------------
+
+    async def vector_candidates(
+        self,
+        vector: Sequence[float],
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> VectorCandidates:
+        """`vector_search`'s hits, with the `message_refs` of the messages among them.
+
+        The same arguments, errors and hits as `vector_search`; ``refs`` holds one ref
+        per message hit, in any order. A server reads both in one round trip: hybrid
+        search waits for them after embedding its query.
+        """
+        ...
 
     async def message_refs(self, partition: str | None, message_ids: Sequence[str]) -> list[MessageRef]:
         """Thread, seq, role and metadata of each message id, in one read, without content.

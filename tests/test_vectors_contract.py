@@ -17,7 +17,7 @@ import pytest
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.errors import Conflict, InvalidInput
 from palimpsest.graph_schema.identity import estimate_tokens
-from palimpsest.graph_schema.models import MAX_EMBED_CHARS, NewFact, NewMessage, NewSummary
+from palimpsest.graph_schema.models import MAX_EMBED_CHARS, REF_OPENING_CHARS, NewFact, NewMessage, NewSummary
 from palimpsest.graph_schema.neo4j import base as neo4j_base
 from palimpsest.graph_schema.store import MemoryStore
 
@@ -235,6 +235,35 @@ async def test_vector_search_filters_partition_thread_kinds_and_time(store: Memo
     assert await found(kinds=["fact"]) == []
     summary_hit = (await store.vector_search(query, partition=P, kinds=["summary"]))[0]
     assert (summary_hit.kind, summary_hit.level, summary_hit.role, summary_hit.source_id) == ("summary", 1, None, None)
+
+
+async def test_vector_candidates_are_the_search_hits_with_their_messages_refs(store: MemoryStore) -> None:
+    said = [NewMessage(role="user", content="y" * 1000, metadata={"speaker": "Caroline"}),
+            NewMessage(role="assistant", content="short")]  # fmt: skip
+    first = (await store.append_messages(P, "t1", said)).message_ids
+    second = await append(store, ["n0"], thread_id="t2")
+    elsewhere = await append(store, ["o0"], partition=OTHER, thread_id="t3")
+    summary = await store.persist_summary(
+        NewSummary(thread_id="t1", partition=P, level=1, text="s", tokens=estimate_tokens("s"),
+                   summarizer="test", child_ids=first)
+    )  # fmt: skip
+    await store.ensure_vector_index(DIMS, MODEL)
+    everything = [*first, *second, *elsewhere, summary.id]
+    vectors = [[1.0, 0.1 * (index + 1), 0.0, 0.0] for index in range(len(everything))]
+    await store.set_embeddings(list(zip(everything, vectors, strict=True)), MODEL)
+    query = [1.0, 0.0, 0.0, 0.0]
+
+    for filters in ({}, {"partition": None}, {"thread_id": "t1"}, {"kinds": ["message"]}, {"limit": 2}):
+        asked: dict[str, Any] = {"partition": P, "limit": 50, **filters}
+        hits, refs = await store.vector_candidates(query, **asked)
+        assert hits == await store.vector_search(query, **asked)
+        messages = [hit.id for hit in hits if hit.kind == "message"]
+        assert sorted(refs, key=str) == sorted(await store.message_refs(None, messages), key=str)
+        assert len(refs) == len(messages)
+    _, refs = await store.vector_candidates(query, partition=P, kinds=["message"], limit=1)
+    assert [(ref.id, ref.seq, ref.metadata, ref.opening) for ref in refs] == [
+        (first[0], 0, {"speaker": "Caroline"}, "y" * REF_OPENING_CHARS)
+    ]
 
 
 async def test_a_partition_crowded_out_of_the_index_still_gets_its_hits(

@@ -856,7 +856,7 @@ MATCH (e)-[:EMBEDS]->(n)
 _HIT: LiteralString = """{id: n.id, kind: e.kind, thread_id: n.thread_id, partition: n.partition, score: score,
     text: left(coalesce(n.content, n.text), $chars),
     created_at: n.created_at.epochMillis * 1000 + n.created_at.microsecond % 1000,
-    source_id: n.source_id, level: n.level, role: n.role}"""
+    source_id: n.source_id, level: n.level, role: n.role, seq: n.seq, metadata: n.metadata}"""
 _RANKED_HITS: LiteralString = _RANKED + "RETURN " + _HIT + " AS hit\n"
 
 #: Approximate candidates from the index ($k of them), filtered, then ranked exactly;

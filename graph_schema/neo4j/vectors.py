@@ -22,11 +22,20 @@ from palimpsest.graph_schema.models import (
     MessageRef,
     SearchHit,
     SearchKind,
+    VectorCandidates,
 )
 from palimpsest.graph_schema.neo4j import queries as q
 from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, epoch_us
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, unique_ids
 from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, unit_vectors
+
+
+def _message_ref(row: dict[str, Any]) -> MessageRef:
+    """A message hit's ref; its opening is the head of the hit's text, which reads more than a ref's."""
+    return MessageRef(
+        id=row["id"], thread_id=row["thread_id"], partition=row["partition"], seq=row["seq"], role=row["role"],
+        metadata=json.loads(row["metadata"] or "{}"), opening=(row["text"] or "")[:REF_OPENING_CHARS],
+    )  # fmt: skip
 
 
 def _vector_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
@@ -124,18 +133,36 @@ class Neo4jVectors(Neo4jBase):
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
+        """`vector_candidates` without its refs (see `MemoryStore`)."""
+        found = await self.vector_candidates(
+            vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
+        )
+        return found.hits
+
+    async def vector_candidates(
+        self,
+        vector: Sequence[float],
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> VectorCandidates:
         """Index candidates widened until enough pass the filters; exact scores (see `MemoryStore`).
 
         A thread is ranked exactly from its own vectors. Otherwise the vector index gives
         ``k`` candidates, ``k`` grows while too few pass the filters and the index had
         more, and past ``CANDIDATES_MAX`` the partition is ranked exactly (`Neo4jBase._top_hits`).
+        Each hit's row carries its seq and metadata too, so its refs cost no second read.
         """
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         check_limit(limit)
         query = unit_vectors([vector], dimensions)[0].tolist()
         if not asked:
-            return []
+            return VectorCandidates([], [])
         params: dict[str, Any] = {
             "vector": query,
             "model": model,
@@ -148,10 +175,11 @@ class Neo4jVectors(Neo4jBase):
             "chars": SNIPPET_CHARS + 1,
         }
         if thread_id is not None:
-            found = [row["hit"] for row in await self._query(q.VECTOR_SEARCH_THREAD, **params)]
-            return _vector_hits(found)
-        exact = q.VECTOR_SEARCH_ALL if partition is None else q.VECTOR_SEARCH_PARTITION
-        return _vector_hits(await self._top_hits(q.VECTOR_SEARCH, exact, **params))
+            rows = [row["hit"] for row in await self._query(q.VECTOR_SEARCH_THREAD, **params)]
+        else:
+            exact = q.VECTOR_SEARCH_ALL if partition is None else q.VECTOR_SEARCH_PARTITION
+            rows = await self._top_hits(q.VECTOR_SEARCH, exact, **params)
+        return VectorCandidates(_vector_hits(rows), [_message_ref(row) for row in rows if row["kind"] == "message"])
 
     # -- hybrid search: candidate positions and metadata -------------------------------
 

@@ -13,9 +13,9 @@ paid off on the LoCoMo development split (``bench/recall.py`` measures them):
    added with weights. RRF ignores how far ahead the first hit is; this does not, and it
    measured better than RRF at every ``k`` tried.
 3. **Context.** Candidates are messages in threads, so ranking looks at what is known
-   about them besides their words (`MemoryStore.message_refs`): a message that a name
-   the query uses (a speaker, an author, a tool) describes gains a fixed boost, whether
-   the name sits in its metadata or opens its content as ``Speaker: text``
+   about them besides their words (their `MessageRef`): a message that a name the
+   query uses (a speaker, an author, a tool) describes gains a fixed boost, whether the
+   name sits in its metadata or opens its content as ``Speaker: text``
    (`written_speaker`), so the same history scores the same however it was written;
    and a message whose thread neighbour (seq ± 1) is itself a strong candidate gains
    part of that neighbour's score, since an answer often sits next to the turn that
@@ -100,7 +100,7 @@ from datetime import datetime
 from typing import Any
 
 from palimpsest.graph_schema import identity
-from palimpsest.graph_schema.models import MessageRef, SearchHit, SearchKind
+from palimpsest.graph_schema.models import MessageRef, SearchHit, SearchKind, VectorCandidates
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.embedding import query_vector
@@ -316,10 +316,11 @@ async def hybrid_search(
 ) -> list[SearchHit]:
     """Search by words and by meaning at once and fuse the two (see the module docstring).
 
-    The text index is read while the query is being embedded (the model and the store
-    each work in a worker thread), then the vector index; one ``message_refs`` read
-    follows, so a search costs the slower of (text search) and (embedding + vector
-    search), plus a few milliseconds.
+    The text index and its hits' refs are read while the query is being embedded (the
+    model and the store each work in a worker thread), then the vector index with its
+    hits' refs (`MemoryStore.vector_candidates`, one round trip on a server), so a
+    search costs the slower of the two paths, and the slower is embedding + vector
+    search.
 
     Args:
         store: The store to search.
@@ -347,18 +348,17 @@ async def hybrid_search(
         "until": until,
     }
 
-    async def nearest() -> list[SearchHit]:
-        vector = await query_vector(store, embedder, query)
-        return await store.vector_search(vector, limit=max(limit, weights.candidates), **filters)
+    async def words() -> tuple[list[SearchHit], list[MessageRef]]:
+        hits = await store.search_text(
+            text_query(query) if weights.clean_query else query, limit=max(limit, weights.text_candidates), **filters
+        )
+        message_ids = [hit.id for hit in hits if hit.kind == "message"]
+        return hits, (await store.message_refs(partition, message_ids) if message_ids else [])
 
-    text_hits, vector_hits = await asyncio.gather(
-        store.search_text(
-            text_query(query) if weights.clean_query else query,
-            limit=max(limit, weights.text_candidates),
-            **filters,
-        ),
-        nearest(),
-    )
-    message_ids = list(dict.fromkeys(hit.id for hit in [*text_hits, *vector_hits] if hit.kind == "message"))
-    refs = await store.message_refs(partition, message_ids) if message_ids else []
+    async def meaning() -> VectorCandidates:
+        vector = await query_vector(store, embedder, query)
+        return await store.vector_candidates(vector, limit=max(limit, weights.candidates), **filters)
+
+    (text_hits, text_refs), (vector_hits, vector_refs) = await asyncio.gather(words(), meaning())
+    refs = [*text_refs, *vector_refs]
     return fuse(text_hits, vector_hits, refs, query, weights, limit=limit)
