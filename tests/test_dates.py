@@ -7,11 +7,21 @@ checked here on phrasings from everyday talk and from coding sessions alike.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from palimpsest.server.retrieval.dates import Period, asks_about_time, in_period, named_periods, tells_time
+from palimpsest.server.retrieval.dates import (
+    _TELLS_TIME,
+    Period,
+    asks_about_time,
+    in_period,
+    named_periods,
+    tells_time,
+)
 
 
 @pytest.mark.parametrize(
@@ -67,6 +77,22 @@ def test_a_text_that_writes_a_time_down_tells_time(text: str) -> None:
 )
 def test_a_text_without_one_does_not(text: str) -> None:
     assert not tells_time(text)
+
+
+#: Pieces that make or nearly make a written time, in any case, with letters that
+#: IGNORECASE folds to ASCII ones (dotted and dotless i, long s, the Kelvin sign).
+_PIECES = st.sampled_from(
+    ["yesterday", "YESTERDAY", "last", "Next", "few", "in", "İn", "the", "two", "weeks", "Friday", "fRİDAY",
+     "ſunday", "WEEKEND", "ago", "May", "may.", "Sept", "2024", "1999", "3/14", "12/1/24", "2024-03-14",
+     "3.11", "x2024", "2024_", "sprint", "seasons", "kelvin", "\u212aelvin", " ", "  ", "\n", ", ", ".", "ß"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=8).map("".join))
+def test_tells_time_gives_the_answers_of_its_pattern_with_ignorecase(text: str) -> None:
+    """`tells_time` matches lower-cased text without IGNORECASE, for speed; the answers must not change."""
+    assert tells_time(text) == bool(re.compile(_TELLS_TIME.pattern, re.IGNORECASE).search(text))
 
 
 def test_periods_a_question_names_are_days_months_and_years() -> None:
