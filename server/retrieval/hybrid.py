@@ -352,8 +352,7 @@ async def hybrid_search(
         hits = await store.search_text(
             text_query(query) if weights.clean_query else query, limit=max(limit, weights.text_candidates), **filters
         )
-        message_ids = [hit.id for hit in hits if hit.kind == "message"]
-        return hits, (await store.message_refs(partition, message_ids) if message_ids else [])
+        return hits, await store.message_refs(partition, [hit.id for hit in hits if hit.kind == "message"])
 
     async def meaning() -> VectorCandidates:
         vector = await query_vector(store, embedder, query)
