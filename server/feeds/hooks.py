@@ -89,6 +89,10 @@ class HookRequest:
     reply: Callable[[str], str] | None = None
     #: Where to write the project's memory as a rules file (Windsurf, which cannot inject).
     rules_file: Path | None = None
+    #: Seconds the agent may take to finish writing its transcript after this hook returns
+    #: (Antigravity's ``agy`` writes it after ``Stop``): the runner catches up on what arrives
+    #: within them without keeping the agent waiting. 0: the transcript is complete now.
+    follow_up_s: float = 0.0
 
     @property
     def project(self) -> str | None:
