@@ -1,4 +1,4 @@
-"""``palimpsest hook codex|windsurf|antigravity|cursor`` on recorded sessions, through the real CLI.
+"""``palimpsest hook codex|windsurf|cursor`` on recorded sessions, through the real CLI.
 
 For each agent, replaying a session through its hook calls stores exactly that
 session's messages, once, in order, in the agent's partition and the thread its
@@ -19,20 +19,10 @@ from typer.testing import CliRunner, Result
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.models import Message
 from palimpsest.server.cli.main import app
-from tests.transcripts import CODEX_EXPECTED_CONTENT, PROJECT_CWD, append_jsonl, codex_lines, step_lines
+from tests.transcripts import CODEX_EXPECTED_CONTENT, PROJECT_CWD, append_jsonl, codex_lines
 
 CLEAN_ENV: dict[str, str | None] = {"PALIMPSEST_STORE": None, "PALIMPSEST_PARTITION": None}
 CODEX_SESSION = "019d036d-c7fa-72d2-b6fd-78878bfe34e4"
-#: What a step log turn stores: the request, the answer, the answer's tool call.
-STEP_EXPECTED = [
-    (role, text.format(turn=turn))
-    for turn in range(2)
-    for role, text in (
-        ("user", "Request {turn}"),
-        ("assistant", "Answer {turn}"),
-        ("assistant", 'view_file {{"path": "app.py"}}'),
-    )
-]
 
 
 def hook(agent: str, stdin: dict[str, Any] | str, store_url: str, **env: str) -> Result:
@@ -117,29 +107,6 @@ def test_codex_without_a_rollout_fails_in_one_line(tmp_path: Path) -> None:
 # -- Windsurf ---------------------------------------------------------------------------------
 
 
-def test_windsurf_transcript_hook_stores_the_trajectory_and_writes_the_rules(
-    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    workspace = tmp_path / "billing-api"
-    workspace.mkdir()
-    monkeypatch.chdir(workspace)
-    transcript = tmp_path / "transcripts" / "7f1c.jsonl"
-    for turn in range(2):
-        append_jsonl(transcript, step_lines(turn))
-        event = {
-            "agent_action_name": "post_cascade_response_with_transcript",
-            "trajectory_id": "7f1c",
-            "execution_id": f"e{turn}",
-            "timestamp": "2026-11-30T11:00:00Z",
-            "tool_info": {"transcript_path": str(transcript)},
-        }
-        silent(hook("windsurf", event, store_url))
-    assert contents(store_url, "windsurf", "7f1c") == STEP_EXPECTED
-    rules = (workspace / ".windsurf" / "rules" / "palimpsest.md").read_text(encoding="utf-8")
-    assert rules.startswith("---\ntrigger: always_on\n---\n") and len(rules) < 6000
-    assert "7f1c" in rules and "first request: Request 0" in rules
-
-
 def test_windsurf_prompt_and_response_hooks_store_the_turn(store_url: str, tmp_path: Path) -> None:
     workspace = tmp_path / "billing-api"
     common = {"trajectory_id": "t-9", "timestamp": "2026-11-30T11:00:00Z", "cwd": str(workspace)}
@@ -165,47 +132,6 @@ def test_windsurf_prompt_and_response_hooks_store_the_turn(store_url: str, tmp_p
         ("assistant", "Added tests/test_login.py."),
     ]
     assert (workspace / ".windsurf" / "rules" / "palimpsest.md").is_file()
-
-
-# -- Antigravity ------------------------------------------------------------------------------
-
-
-def test_antigravity_gemini_shaped_hooks(store_url: str, tmp_path: Path) -> None:
-    base = {"session_id": "g-1", "transcript_path": str(tmp_path / "chat.json"), "cwd": PROJECT_CWD}
-    start = hook(
-        "antigravity",
-        {**base, "hook_event_name": "SessionStart", "source": "startup", "timestamp": "2026-11-30T12:00:00Z"},
-        store_url,
-    )
-    assert start.exit_code == 0 and json.loads(start.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
-    for _replay in range(2):
-        for turn in range(2):
-            after = {
-                **base,
-                "hook_event_name": "AfterAgent",
-                "timestamp": f"2026-11-30T12:0{turn}:00Z",
-                "prompt": f"Request {turn}",
-                "prompt_response": f"Answer {turn}",
-                "stop_hook_active": False,
-            }
-            silent(hook("antigravity", after, store_url))
-    silent(hook("antigravity", {**base, "hook_event_name": "PreCompress", "trigger": "auto"}, store_url))
-    assert contents(store_url, "antigravity", "g-1") == [
-        ("user", "Request 0"),
-        ("assistant", "Answer 0"),
-        ("user", "Request 1"),
-        ("assistant", "Answer 1"),
-    ]
-
-
-def test_antigravity_agy_shaped_hooks_read_the_step_log(store_url: str, tmp_path: Path) -> None:
-    log = tmp_path / "brain" / "c-1" / ".system_generated" / "logs" / "transcript.jsonl"
-    for turn in range(2):
-        append_jsonl(log, step_lines(turn))
-        stop = {"conversationId": "c-1", "transcriptPath": str(log), "workspacePaths": [PROJECT_CWD], "fullyIdle": True}
-        silent(hook("antigravity", stop, store_url))
-        silent(hook("antigravity", {**stop, "stepIdx": 3, "toolCall": None}, store_url))
-    assert contents(store_url, "antigravity", "c-1") == STEP_EXPECTED
 
 
 # -- Cursor -----------------------------------------------------------------------------------
@@ -244,8 +170,7 @@ def test_cursor_session_replayed_through_its_hooks(store_url: str, tmp_path: Pat
         ("cursor", {"hook_event_name": "stop"}, "missing field 'conversation_id'"),
         ("windsurf", {"agent_action_name": "pre_user_prompt", "tool_info": {}}, "missing field 'trajectory_id'"),
         ("windsurf", {"trajectory_id": "t", "agent_action_name": "pre_user_prompt", "tool_info": [1]}, "tool_info"),
-        ("antigravity", {"hook_event_name": "AfterAgent"}, "missing field 'session_id'"),
-        ("antigravity", {"conversationId": "c", "transcriptPath": "/nowhere/t.jsonl"}, "/nowhere/t.jsonl"),
+        ("antigravity", {"fullyIdle": True}, "missing field 'conversationId'"),
         (
             "windsurf",
             {

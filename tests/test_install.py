@@ -174,13 +174,17 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
     ("antigravity", "user"): {
         "home/.gemini/config/mcp_config.json": {"mcpServers": {"palimpsest": server("antigravity")}},
         "home/.gemini/config/hooks.json": {
-            "palimpsest": {event: [{"type": "command", "command": hook("antigravity")}] for event in ("Stop",)}
+            "palimpsest": {
+                event: [{"type": "command", "command": hook("antigravity")}] for event in ("Stop", "PreInvocation")
+            }
         },
     },
     ("antigravity", "project"): {
         "project/.agents/mcp_config.json": {"mcpServers": {"palimpsest": server("antigravity")}},
         "project/.agents/hooks.json": {
-            "palimpsest": {event: [{"type": "command", "command": hook("antigravity")}] for event in ("Stop",)}
+            "palimpsest": {
+                event: [{"type": "command", "command": hook("antigravity")}] for event in ("Stop", "PreInvocation")
+            }
         },
     },
     ("cursor", "user"): {
@@ -396,7 +400,7 @@ def test_an_entry_from_an_older_installation_is_replaced_not_duplicated(root: Pa
 
 
 def test_a_hook_on_an_event_no_longer_used_is_taken_out(root: Path) -> None:
-    old = {"palimpsest": {"PreInvocation": [{"type": "command", "command": "/old/bin/palimpsest hook antigravity"}]}}
+    old = {"palimpsest": {"PostInvocation": [{"type": "command", "command": "/old/bin/palimpsest hook antigravity"}]}}
     seed(root, {"home/.gemini/config/hooks.json": dumps(old)})
     palimpsest("install", "antigravity")
     assert (

@@ -329,25 +329,3 @@ CODEX_EXPECTED_CONTENT = [
     ("tool", "1 passed"),
     ("assistant", "Turn 1 done."),
 ]
-
-
-def step_lines(turn: int) -> list[dict[str, Any]]:
-    """One turn of a Windsurf or Antigravity step log (fields as seen in the wild)."""
-    at = f"2026-11-30T11:0{turn}:00Z"
-    return [
-        {
-            "step_index": 3 * turn,
-            "type": "user_input",
-            "user_input": {"user_response": f"Request {turn}"},
-            "created_at": at,
-        },
-        {"step_index": 3 * turn + 1, "type": "run_command", "status": "done", "created_at": at},
-        {
-            "step_index": 3 * turn + 2,
-            "source": "MODEL",
-            "type": "PLANNER_RESPONSE",
-            "content": f"Answer {turn}",
-            "tool_calls": [{"name": "view_file", "args": {"path": "app.py"}, "id": f"tc{turn}"}],
-            "created_at": at,
-        },
-    ]

@@ -36,13 +36,14 @@ HOOKS: dict[str, tuple[str, str, str]] = {
         "windsurf",
         "windsurf_request",
         "A Windsurf Cascade hook (post_cascade_response_with_transcript, or pre_user_prompt and "
-        "post_cascade_response): stores the turn and rewrites .windsurf/rules/palimpsest.md after each response.",
+        "post_cascade_response): stores every step of the turn and rewrites .windsurf/rules/palimpsest.md "
+        "after each response.",
     ),
     "antigravity": (
         "antigravity",
         "antigravity_request",
-        "An Antigravity hook, in Gemini CLI's shape (SessionStart, AfterAgent, PreCompress) or agy's own "
-        "(conversationId, transcriptPath): stores the turn; on SessionStart prints the memory.",
+        "An Antigravity (agy) hook (Stop, PreInvocation): stores every step of the conversation's transcript "
+        "(transcriptPath), one agy may still be writing included.",
     ),
     "cursor": (
         "cursor",

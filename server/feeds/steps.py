@@ -1,38 +1,46 @@
-"""Step transcripts: the JSON-lines logs Windsurf and Antigravity write, whose fields are not published.
+"""Step transcripts: the JSON-lines logs Windsurf (Cascade) and Antigravity (``agy``) keep, one step a line.
 
-Windsurf's ``post_cascade_response_with_transcript`` hook names a JSONL file with "one
-JSON object per step", and Antigravity's ``agy`` keeps
-``brain/<conversation>/.system_generated/logs/transcript.jsonl`` with ``step_index``,
-``source``, ``type``, ``content`` and ``tool_calls``; neither vendor documents the line
-schema. So this parser reads every shape seen in the wild and trusts only what is
-visibly the conversation:
+Both agents log a conversation as a list of steps (a prompt, the model's answer, each
+tool it ran), neither documents the line schema, and both rewrite the file in place:
+Windsurf from the start when a conversation is reverted to an earlier step, ``agy``
+when it regenerates the log (a ``RUNNING`` step comes back ``DONE``). What they share is
+decided once here; what each step type means is the agent's `StepReader`
+(``windsurf.WindsurfSteps``, ``antigravity.AgySteps``).
 
-- the speaker from ``role``, else ``source``, else ``type`` (``user``, ``user_input``,
-  ``USER`` → user; ``assistant``, ``model``, ``planner_response``, ``MODEL`` →
-  assistant; ``system`` → system);
-- the text from ``content``, ``text``, ``message``, ``response`` or ``user_response``, a
-  string or a list of ``{"text"}`` parts, directly on the line or in an object under the
-  line's own ``type`` key (``{"type": "user_input", "user_input": {"user_response": ...}}``);
-- ``tool_calls`` (``[{"name", "args"|"arguments", "id"?}]``) → assistant ``tool_use``
-  messages ``name {json args}``.
+- **Read whole, every time.** A byte position from the last read says nothing about a
+  file rewritten since, and a step's identity and its tool call's pairing depend on the
+  steps before it, so the file is always read from its first line. Re-reading stores
+  nothing twice: every id comes from the steps themselves, and the store ignores an id
+  it holds. (The runner still skips a file whose size has not changed since its last read.)
+- **Identity from what a step is, never its line number** (`StepIds`): the turn it is
+  in (a chain over the user's words of every turn so far), its own ``step_index`` if it
+  has one (else its position within the turn), and a digest of the step's content. A
+  reverted conversation's new prompt therefore gets a new id, and so do its replies, in
+  order; a step seen again is the same id; a ``RUNNING`` step rewritten as ``DONE`` is a
+  new message, and the running one stays (nothing it said is lost).
+- **Nothing a step said is lost.** The reader turns a step into messages (text, thinking,
+  ``tool_use``, ``tool_result``, or one ``step`` message for a step with no message
+  shape) and says what it took; everything else in the line is kept in the first
+  message's metadata ``step``. ``type``, ``status`` and ``step_index`` are metadata
+  ``step_type``, ``status`` and ``step_index`` of every message of the step; its time
+  (``created_at``, ``timestamp``) is the messages' ``created_at``.
 
-Any other step (a code action, a command's output, a checkpoint) is skipped and counted.
-Source id = ``line-N``: these logs are only appended to, so a grown file adds its new
-lines. Thread = the conversation id the hook gives, whatever the lines say.
+Thread = the conversation id the hook gives, whatever the lines say.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
 from palimpsest.graph_schema.models import NewMessage, Role, UtcDatetime
 from palimpsest.server.feeds.transcripts import (
-    FilePosition,
     ParsedTranscript,
     Piece,
     ReadState,
@@ -42,82 +50,123 @@ from palimpsest.server.feeds.transcripts import (
     read_lines,
 )
 
-#: Speaker names (lowercased) and the role each becomes.
-_SPEAKERS = {
-    "user": Role.user,
-    "user_input": Role.user,
-    "user_message": Role.user,
-    "human": Role.user,
-    "assistant": Role.assistant,
-    "model": Role.assistant,
-    "planner_response": Role.assistant,
-    "agent": Role.assistant,
-    "cascade": Role.assistant,
-    "system": Role.system,
-}
 _TIMES: TypeAdapter[datetime | None] = TypeAdapter(UtcDatetime | None)
-#: Keys that may hold a step's text, in order of preference.
-_TEXT_KEYS = ("content", "text", "message", "response", "user_response")
+#: Keys holding a step's time, in order of preference.
+TIME_KEYS = ("created_at", "timestamp", "createdAt")
+#: Keys every step may carry that become metadata (or ``created_at``) of all its messages.
+COMMON_KEYS = frozenset({"type", "status", "step_index", *TIME_KEYS})
+#: Keys that may hold a step's text when it has no message shape.
+TEXT_KEYS = ("content", "text", "message", "response", "summary")
 
 
-def _speaker(value: dict[str, Any]) -> Role | None:
-    for key in ("role", "source", "type"):
-        found = value.get(key)
-        if isinstance(found, str) and found.lower() in _SPEAKERS:
-            return _SPEAKERS[found.lower()]
-    return None
+@dataclass
+class StepRead:
+    """The messages one step becomes, and what of the step they do not hold."""
+
+    pieces: list[Piece]
+    #: Everything the pieces do not say (common keys aside): the first message's metadata ``step``.
+    rest: dict[str, Any] = field(default_factory=dict)
 
 
-def _text(value: Any) -> str | None:
-    """The text a step holds: a string, a list of text parts, or one of ``_TEXT_KEYS`` within."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = [part if isinstance(part, str) else _text(part) for part in value]
-        texts = [part for part in parts if part]
-        return "\n\n".join(texts) if texts else None
-    if isinstance(value, dict):
-        for key in _TEXT_KEYS:
-            found = _text(value.get(key)) if key in value else None
-            if found:
-                return found
-    return None
+class StepReader(Protocol):
+    """An agent's meaning of its steps; may keep state across the lines of one read (open tool calls)."""
+
+    def turn_text(self, value: dict[str, Any]) -> str | None:
+        """The user's words when the step opens a turn (a prompt), else ``None``."""
+        ...
+
+    def read(self, value: dict[str, Any], step_id: str) -> StepRead:
+        """The messages the step becomes; ``step_id`` is the id of its first message."""
+        ...
 
 
-def _tool_calls(value: dict[str, Any]) -> list[Piece]:
-    calls = value.get("tool_calls") or value.get("toolCalls")
-    pieces: list[Piece] = []
-    for call in calls if isinstance(calls, list) else []:
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+def digest(text: str) -> str:
+    """A short, stable hex digest (ids are names, so kept short)."""
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def canonical(value: Any) -> str:
+    """JSON with sorted keys: the same step, however its keys are ordered, has one digest."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def rendered(value: Any) -> str:
+    """A value as text: a string as is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+@dataclass
+class StepIds:
+    """Ids that survive a rewritten file: ``<turn>-<index or position>-<content digest>``.
+
+    ``turn`` chains the user's words of every turn so far, so the same prompt twice in
+    a conversation opens two turns, and a reverted conversation's new prompt a third.
+    """
+
+    turn: str = "0" * 12
+    position: int = 0
+
+    def next(self, value: dict[str, Any], turn_text: str | None) -> str:
+        """The id of the step ``value``, the next line of the file."""
+        if turn_text is not None:
+            self.turn = digest(f"{self.turn}\n{turn_text}")[:12]
+            self.position = 0
+        index = value.get("step_index")
+        own = index if isinstance(index, int) and not isinstance(index, bool) else self.position
+        self.position += 1
+        return f"{self.turn}-{own}-{digest(canonical(value))[:10]}"
+
+
+def kept_whole(value: dict[str, Any], inner: dict[str, Any] | None = None) -> StepRead:
+    """A step with no message shape: one ``system`` message ``[TYPE]`` (and its text), the rest in metadata.
+
+    Its text (``content``, ``text``, ...) is taken from the step itself or from ``inner``
+    (the object under the step's own ``type`` key); everything else is kept whole.
+    """
+    kind = value.get("type")
+    rest = {key: item for key, item in value.items() if key not in COMMON_KEYS}
+    label = f"[{kind}]" if isinstance(kind, str) and kind else "[step]"
+    for holder, path in ((rest, ()), (inner, (kind,))):
+        if holder is None:
             continue
-        args = call.get("args", call.get("arguments", {}))
-        rendered = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        found = call.get("id")
-        call_id = found if isinstance(found, str) and found else None
-        pieces.append(
-            Piece(Role.assistant, f"{call['name']} {rendered}", "tool_use", call_id, {"tool_name": call["name"]})
-        )
-    return pieces
+        for key in TEXT_KEYS:
+            text = holder.get(key)
+            if isinstance(text, str) and text:
+                _drop(rest, (*path, key))
+                return StepRead([Piece(Role.system, f"{label}\n{text}", "step")], rest)
+    return StepRead([Piece(Role.system, label, "step")], rest)
 
 
-def step_pieces(value: dict[str, Any]) -> list[Piece]:
-    """The messages one step line holds: its text, then its tool calls; none for other steps."""
-    role = _speaker(value)
-    pieces: list[Piece] = []
-    if role is not None:
-        kind = value.get("type")
-        nested = value.get(kind) if isinstance(kind, str) else None
-        text = _text({key: value[key] for key in _TEXT_KEYS if key in value}) or _text(nested)
-        if text:
-            pieces.append(Piece(role, text, "text"))
-    return pieces + _tool_calls(value)
+def _drop(rest: dict[str, Any], path: tuple[Any, ...]) -> None:
+    """Remove ``path`` from ``rest``, and the object that held it when nothing else is left in it."""
+    if len(path) == 1:
+        rest.pop(path[0], None)
+        return
+    holder = rest.get(path[0])
+    if isinstance(holder, dict):
+        holder = dict(holder)
+        holder.pop(path[1], None)
+        if holder:
+            rest[path[0]] = holder
+        else:
+            rest.pop(path[0])
 
 
-def _timestamp(value: dict[str, Any]) -> Any:
-    for key in ("created_at", "timestamp", "createdAt"):
-        if isinstance(value.get(key), str):
-            return value[key]
-    return None
+def _created(path: Path, number: int, value: dict[str, Any]) -> datetime | None:
+    found = next((value[key] for key in TIME_KEYS if isinstance(value.get(key), str)), None)
+    try:
+        return _TIMES.validate_python(found)
+    except ValidationError:
+        raise line_error(path, number, f"not a date-time: {found!r}") from None
+
+
+def _common(value: dict[str, Any], source: str) -> dict[str, Any]:
+    """Metadata every message of a step carries."""
+    metadata: dict[str, Any] = {"source": source}
+    for key, name in (("type", "step_type"), ("status", "status"), ("step_index", "step_index")):
+        if isinstance(value.get(key), str | int) and not isinstance(value.get(key), bool):
+            metadata[name] = value[key]
+    return metadata
 
 
 def parse_steps(
@@ -127,33 +176,29 @@ def parse_steps(
     thread_id: str,
     project: str | None,
     source: str,
-    start: FilePosition | None = None,
+    reader: StepReader,
     state: ReadState | None = None,
 ) -> ParsedTranscript:
-    """Parse a step transcript into append batches of one thread, writing nothing.
+    """Parse a whole step transcript into append batches of one thread, writing nothing.
 
     Raises:
-        InvalidInput: naming ``FILE:LINE`` for a line that is not a JSON object or has
-            a timestamp that is not one.
+        InvalidInput: naming ``FILE:LINE`` for a line that is not a JSON object, a time
+            that is not a date-time, or a message the store would refuse.
     """
     grouper = ThreadGrouper(path, strict_project=False)
-    skipped = 0
+    ids = StepIds()
     state = state if state is not None else ReadState()
-    for number, raw in read_lines(path, start=start, state=state):
+    for number, raw in read_lines(path, state=state):
         value = decode_object(path, number, raw)
-        pieces = step_pieces(value)
-        if not pieces:
-            skipped += 1
-            continue
-        try:
-            created = _TIMES.validate_python(_timestamp(value))
-        except ValidationError:
-            raise line_error(path, number, f"not a date-time: {_timestamp(value)!r}") from None
-        step_type = value.get("type")
-        for position, piece in enumerate(pieces):
-            metadata: dict[str, Any] = {"source": source, "kind": piece.kind, **(piece.extra or {})}
-            if isinstance(step_type, str):
-                metadata["step_type"] = step_type
+        step_id = ids.next(value, reader.turn_text(value))
+        read = reader.read(value, step_id)
+        created = _created(path, number, value)
+        common = _common(value, source)
+        rest = {key: item for key, item in read.rest.items() if key not in COMMON_KEYS}
+        for position, piece in enumerate(read.pieces):
+            metadata = {**common, "kind": piece.kind, **(piece.extra or {})}
+            if position == 0 and rest:
+                metadata["step"] = rest
             grouper.add(
                 number,
                 partition=partition,
@@ -162,10 +207,10 @@ def parse_steps(
                 message=NewMessage.model_construct(
                     role=piece.role,
                     content=piece.content,
-                    message_id=f"line-{number}" if position == 0 else f"line-{number}#{position}",
+                    message_id=step_id if position == 0 else f"{step_id}#{position}",
                     created_at=created,
                     tool_call_id=piece.tool_call_id,
                     metadata=metadata,
                 ),
             )
-    return ParsedTranscript(grouper.batches(), skipped, state.position)
+    return ParsedTranscript(grouper.batches(), 0, state.position)

@@ -1,17 +1,31 @@
-"""What ``palimpsest hook windsurf`` reads: Windsurf's Cascade hook payloads.
+"""What ``palimpsest hook windsurf`` reads: Windsurf's Cascade hook payloads and transcripts.
 
 Cascade runs hooks (``~/.codeium/windsurf/hooks.json``, ``.windsurf/hooks.json``) with
 ``{"agent_action_name", "trajectory_id", "execution_id", "timestamp", "tool_info"}`` on
 stdin; thread = ``trajectory_id``. Two ways in, both accepted:
 
 - ``post_cascade_response_with_transcript``: ``tool_info.transcript_path`` names the
-  conversation's JSONL log, read incrementally (`palimpsest.server.feeds.steps`);
+  conversation's JSONL log, one step a line, ``{"type": T, "status", T: {...}}``; every
+  step is stored (`WindsurfSteps`, read by `palimpsest.server.feeds.steps`). A
+  transcript not written yet is no error: nothing is read, the next call reads it;
 - ``pre_user_prompt`` (``tool_info.user_prompt``, or ``prompt`` in some builds) and
   ``post_cascade_response`` (``tool_info.response``): the prompt and the reply, stored
   as they come, ids ``<execution_id>:prompt`` / ``<execution_id>:response``.
 
 Register one way or the other, not both: the two cannot be matched message for message
 (the log's lines carry no ids the payloads name), so both would store each turn twice.
+
+What each transcript step becomes:
+
+- ``user_input`` (``user_response``): the user's message;
+- ``planner_response`` (``response``, ``thinking``): the assistant's text, and its
+  thinking as a ``thinking`` message;
+- a tool step (``run_command``, ``command_action``, ``code_action``, ``view_file``,
+  ``grep_search``, ``find``, ``list_directory``, ``list_resources``): Cascade logs the call and its result
+  as one step, so it becomes an assistant ``tool_use`` (``T {input}``, every field that
+  is not a result) and, when the step holds a result (``output``, ``content``,
+  ``results``, ..., ``exit_code``), a ``tool`` message answering it;
+- any other step: kept whole (`palimpsest.server.feeds.steps.kept_whole`).
 
 Cascade cannot take context from a hook's output, so after each response the project's
 memory is written where it reads rules: ``<workspace>/.windsurf/rules/palimpsest.md``
@@ -23,6 +37,7 @@ the hook's working directory (Cascade runs hooks in the workspace).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -30,14 +45,99 @@ from typing import Any
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Role
 from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, hook_message, text_field
-from palimpsest.server.feeds.steps import parse_steps
-from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, ReadState, project_from_cwd
+from palimpsest.server.feeds.steps import StepRead, kept_whole, parse_steps, rendered
+from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, Piece, ReadState, project_from_cwd
 
 AGENT = "windsurf"
 SOURCE = "windsurf"
 #: Where the rules file goes, under the workspace.
 RULES_PATH = Path(".windsurf") / "rules" / "palimpsest.md"
 RESPONSES = frozenset({"post_cascade_response", "post_cascade_response_with_transcript"})
+#: Cascade's tool steps, each the call and its result in one step.
+TOOL_STEPS = frozenset(
+    {
+        "run_command",
+        "command_action",
+        "code_action",
+        "view_file",
+        "grep_search",
+        "find",
+        "list_directory",
+        "list_resources",
+    }
+)
+#: Fields of a tool step that are what the tool gave back (its result's text), in this order.
+RESULT_TEXT = ("output", "stdout", "stderr", "content", "results", "result", "matches", "files", "entries", "resources")
+#: Fields of a tool step that describe its result without being text (metadata of the result).
+RESULT_FIELDS = ("exit_code", "exitCode")
+
+
+def _rest(value: dict[str, Any], kind: str, inner: dict[str, Any], taken: set[str]) -> dict[str, Any]:
+    """The step without what its messages took from its own object."""
+    rest = {key: item for key, item in value.items() if key != kind}
+    left = {key: item for key, item in inner.items() if key not in taken}
+    if left:
+        rest[kind] = left
+    return rest
+
+
+def _tool(value: dict[str, Any], kind: str, inner: dict[str, Any], call_id: str) -> StepRead:
+    """A tool step: the call (its input) and, when the step holds one, the result answering it."""
+    inputs = {key: item for key, item in inner.items() if key not in RESULT_TEXT and key not in RESULT_FIELDS}
+    pieces = [
+        Piece(
+            Role.assistant,
+            f"{kind} {json.dumps(inputs, ensure_ascii=False)}",
+            "tool_use",
+            call_id,
+            {"tool_name": kind},
+        )
+    ]
+    results = [(key, inner[key]) for key in RESULT_TEXT if key in inner]
+    fields = {key: inner[key] for key in RESULT_FIELDS if key in inner}
+    if results or fields:
+        texts = [(key, rendered(item) if item is not None else "") for key, item in results]
+        text = texts[0][1] if len(texts) == 1 else "\n\n".join(f"{key}:\n{said}" for key, said in texts)
+        code = next(iter(fields.values()), 0)
+        failed = value.get("status") == "error" or (isinstance(code, int) and code != 0)
+        extra: dict[str, Any] = {"tool_name": kind, **fields}
+        if failed:
+            extra["is_error"] = True
+        pieces.append(Piece(Role.tool, text or f"[{kind} result]", "tool_result", call_id, extra))
+    return StepRead(pieces, {key: item for key, item in value.items() if key != kind})
+
+
+class WindsurfSteps:
+    """What each step of a Cascade transcript becomes (see the module's docstring)."""
+
+    def turn_text(self, value: dict[str, Any]) -> str | None:
+        """A ``user_input`` step's words (it opens a turn)."""
+        if value.get("type") != "user_input":
+            return None
+        inner = value.get("user_input")
+        found = inner.get("user_response") if isinstance(inner, dict) else None
+        return found if isinstance(found, str) else ""
+
+    def read(self, value: dict[str, Any], step_id: str) -> StepRead:
+        """The step's messages: the prompt, the answer and its thinking, a tool's call and result, or the step whole."""
+        kind = value.get("type")
+        inner = value.get(kind) if isinstance(kind, str) else None
+        if not isinstance(kind, str) or not isinstance(inner, dict):
+            return kept_whole(value)
+        if kind == "user_input" and isinstance(inner.get("user_response"), str) and inner["user_response"]:
+            pieces = [Piece(Role.user, inner["user_response"], "text")]
+            return StepRead(pieces, _rest(value, kind, inner, {"user_response"}))
+        if kind == "planner_response":
+            said = [
+                Piece(Role.assistant, inner[key], role_kind)
+                for key, role_kind in (("thinking", "thinking"), ("response", "text"))
+                if isinstance(inner.get(key), str) and inner[key]
+            ]
+            if said:
+                return StepRead(said, _rest(value, kind, inner, {"thinking", "response"}))
+        if kind in TOOL_STEPS:
+            return _tool(value, kind, inner, step_id)
+        return kept_whole(value, inner)
 
 
 def _workspace(payload: dict[str, Any], tool_info: dict[str, Any]) -> str:
@@ -59,8 +159,7 @@ def windsurf_request(payload: dict[str, Any]) -> HookRequest:
     """Windsurf's payload as a `HookRequest`.
 
     Raises:
-        InvalidInput: without ``trajectory_id``; a ``tool_info`` that is not an object;
-            a transcript event whose transcript is not a file.
+        InvalidInput: without ``trajectory_id``; a ``tool_info`` that is not an object.
     """
     thread = text_field(payload, "trajectory_id", required=True)
     assert thread is not None
@@ -76,12 +175,12 @@ def windsurf_request(payload: dict[str, Any]) -> HookRequest:
         given = text_field(tool_info, "transcript_path", required=True)
         assert given is not None
         path = Path(given).expanduser()
-        if not path.is_file():
-            raise InvalidInput(f"transcript {path} of trajectory {thread!r} is not a file")
 
         def parse(path: Path, *, partition: str, start: FilePosition | None, state: ReadState) -> ParsedTranscript:
+            """The whole transcript, whatever ``start`` says: Cascade rewrites it when a conversation is reverted."""
+            reader = WindsurfSteps()
             return parse_steps(
-                path, partition=partition, thread_id=thread, project=project, source=SOURCE, start=start, state=state
+                path, partition=partition, thread_id=thread, project=project, source=SOURCE, reader=reader, state=state
             )
 
         request.transcripts.append(TranscriptFile(path, parse))
