@@ -36,6 +36,8 @@ KNOWN_CLIENTS: dict[str, str] = {
     "windsurf": "windsurf",
     "codex": "codex",
     "antigravity": "antigravity",
+    "cursor": "cursor",
+    "gemini": "gemini",
 }
 
 #: Key of the access-token claim that lists a token's partitions.
