@@ -138,7 +138,9 @@ def cursor_request(payload: dict[str, Any]) -> HookRequest:
         InvalidInput: without ``conversation_id`` (or ``session_id``); a tool event
             without ``tool_name``.
     """
-    thread = text_field(payload, "parent_conversation_id", "conversation_id", "session_id", required=True)
+    thread = text_field(payload, "parent_conversation_id") or text_field(
+        payload, "conversation_id", "session_id", required=True
+    )
     assert thread is not None
     event = text_field(payload, "hook_event_name") or ""
     roots = payload.get("workspace_roots")
