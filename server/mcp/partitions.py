@@ -36,7 +36,6 @@ KNOWN_CLIENTS: dict[str, str] = {
     "windsurf": "windsurf",
     "codex": "codex",
     "antigravity": "antigravity",
-    "cursor": "cursor",
     "gemini": "gemini",
 }
 
