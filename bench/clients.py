@@ -9,7 +9,9 @@ claude|codex|gemini`` and each client's own ``mcp list`` with no account and no 
 
 Gemini CLI starts MCP servers only in trusted folders; the project folder is marked
 trusted the way Gemini CLI's own trust dialog does it (``~/.gemini/trustedFolders.json``,
-``{"<folder>": "TRUST_FOLDER"}``), since trust is the user's call and ``install`` makes none.
+``{"<folder>": "TRUST_FOLDER"}``), since trust is the user's call and ``install`` makes none;
+a last row runs ``gemini mcp list`` in a folder not trusted, where Gemini lists the server
+as disabled.
 
     .venv/bin/python bench/clients.py                 # install the clients, then check
     .venv/bin/python bench/clients.py --clients DIR   # reuse clients installed in DIR
@@ -38,7 +40,7 @@ PACKAGES = ("@anthropic-ai/claude-code", "@openai/codex", "@google/gemini-cli")
 CLIENTS = (("claude", "claude"), ("codex", "codex"), ("gemini", "gemini"))
 #: A proxy nothing listens on: any request to the network fails at once.
 OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1,localhost"}
-VERSION = re.compile(r"^\S*\d+\.\d+\.\d+")
+VERSION = re.compile(r"^(?!WARNING).*\d+\.\d+\.\d+")
 HOOK_ERROR = re.compile(r"hook.*(fail|error)|(fail|error).*hook", re.IGNORECASE)
 
 
@@ -99,23 +101,26 @@ def check(bin_dir: Path, root: Path) -> list[Row]:
     env = throwaway_env(root)
     project = root / "project"
     project.mkdir()
+    untrusted = root / "untrusted"
+    untrusted.mkdir()
     store = f"sqlite:///{root / 'memory.db'}"
     trust(Path(env["HOME"]), project)
     rows = []
-    for command, agent in CLIENTS:
+    runs = [(command, agent, project) for command, agent in CLIENTS] + [("gemini", "gemini", untrusted)]
+    for command, agent, folder in runs:
         installed, _ = run([str(PALIMPSEST), "install", agent, "--store", store], env, project)
         if "error" in installed.lower():
             print(installed)
         client = str(bin_dir / command)
-        version, _ = run([client, "--version"], env, project, timeout=60)
-        output, seconds = run([client, "mcp", "list"], env, project)
+        version, _ = run([client, "--version"], env, folder, timeout=60)
+        output, seconds = run([client, "mcp", "list"], env, folder)
         lines = [line.strip() for line in output.splitlines() if line.strip()]
         status = next((line for line in lines if "palimpsest" in line), "(not listed)")
         rows.append(
             Row(
-                client=command,
+                client=command if folder == project else f"{command} (untrusted folder)",
                 version=next((line for line in version.splitlines() if VERSION.search(line)), "?").strip(),
-                listed="palimpsest" in output,
+                listed="palimpsest" in status and ("Connected" in status or "enabled" in status),
                 status=status,
                 hook_errors=[line for line in lines if HOOK_ERROR.search(line)],
                 seconds=seconds,
@@ -136,7 +141,7 @@ def main() -> None:
             install_clients(prefix)
         rows = check(prefix / "node_modules" / ".bin", root / "run")
     table = Table(title="palimpsest install, then each client's `mcp list` (throwaway HOME, offline)")
-    for column in ("client", "version", "palimpsest listed", "what it says", "hook errors", "seconds"):
+    for column in ("client", "version", "palimpsest listed, enabled", "what it says", "hook errors", "seconds"):
         table.add_column(column, overflow="fold")
     for row in rows:
         errors = "\n".join(row.hook_errors) or "none"
