@@ -150,10 +150,20 @@ def test_a_gemini_recording_read_whole_at_the_end_stores_the_same(tmp_path: Path
     turns = gemini_turns()
     for lines, _ in turns:
         append_lines(recording, lines)
+    first_answer = next(line for line in turns[0][0] if line.get("tokens"))
+    masked_calls = [{**call, "result": [{"text": "<output masked>"}]} for call in first_answer["toolCalls"]]
+    snapshot = {
+        "id": "snap-1",
+        "timestamp": "2026-12-01T09:01:30Z",
+        "type": "user",
+        "content": [{"text": "<state_snapshot>rotation fixed</state_snapshot>"}],
+    }
+    masking = {"$set": {"messages": [{**first_answer, "toolCalls": masked_calls}, snapshot]}}
     rewind = {"$rewindTo": "u-0003"}
     append_lines(
         recording,
         [
+            masking,
             rewind,
             {
                 "id": "u-0004",
@@ -167,6 +177,7 @@ def test_a_gemini_recording_read_whole_at_the_end_stores_the_same(tmp_path: Path
     silent(hook("gemini", {**end, "hook_event_name": "PreCompress", "trigger": "auto"}, url))
     assert steps(stored(url, "gemini", GEMINI_SESSION)) == [
         *GEMINI_EXPECTED,
+        ("user", "text", "<state_snapshot>rotation fixed</state_snapshot>"),
         ("user", "text", "Start over from the edit."),
     ]
 
