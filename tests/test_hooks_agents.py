@@ -168,6 +168,13 @@ def test_cursor_session_replayed_through_its_hooks(store_url: str, tmp_path: Pat
     ("agent", "stdin", "reason"),
     [
         ("cursor", {"hook_event_name": "stop"}, "missing field 'conversation_id'"),
+        ("cursor", {"conversation_id": "c", "hook_event_name": "postToolUse"}, "postToolUse without 'tool_name'"),
+        ("gemini", {"hook_event_name": "AfterAgent", "prompt": "x"}, "missing field 'session_id'"),
+        (
+            "gemini",
+            {"session_id": "g", "hook_event_name": "AfterAgent", "prompt": "x", "timestamp": "soon"},
+            "created_at",
+        ),
         ("windsurf", {"agent_action_name": "pre_user_prompt", "tool_info": {}}, "missing field 'trajectory_id'"),
         ("windsurf", {"trajectory_id": "t", "agent_action_name": "pre_user_prompt", "tool_info": [1]}, "tool_info"),
         ("antigravity", {"fullyIdle": True}, "missing field 'conversationId'"),

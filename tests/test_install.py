@@ -25,7 +25,7 @@ from palimpsest.server.agents.wiring import Wiring
 from palimpsest.server.cli.main import app
 
 EXE = palimpsest_executable()
-AGENTS = ["claude", "codex", "windsurf", "antigravity", "cursor"]
+AGENTS = ["claude", "codex", "windsurf", "antigravity", "cursor", "gemini"]
 CASES = [(agent, scope) for agent in AGENTS for scope in ("user", "project")]
 
 
@@ -124,6 +124,29 @@ SEEDS: dict[tuple[str, str], dict[str, str]] = {
     ("cursor", "project"): {
         "project/.cursor/mcp.json": dumps(OTHER_SERVERS),
     },
+    ("gemini", "user"): {  # the keys Gemini CLI writes itself (auth, theme), a server and a hook of the user's
+        "home/.gemini/settings.json": dumps(
+            {
+                "security": {"auth": {"selectedType": "oauth-personal"}},
+                "ui": {"theme": "GitHub"},
+                "general": {"preferredEditor": "vim", "checkpointing": {"enabled": True}},
+                **OTHER_SERVERS,
+                "hooks": {
+                    "BeforeTool": [
+                        {
+                            "matcher": "run_shell_command",
+                            "hooks": [{"name": "audit", "type": "command", "command": "./audit.sh", "timeout": 5000}],
+                        }
+                    ],
+                    "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "./hello.sh"}]}],
+                },
+                "hooksConfig": {"enabled": True},
+            }
+        ),
+    },
+    ("gemini", "project"): {
+        "project/.gemini/settings.json": dumps({"context": {"fileName": ["AGENTS.md", "GEMINI.md"]}}, indent="\t"),
+    },
 }
 
 
@@ -134,6 +157,22 @@ def server(agent: str) -> dict[str, Any]:
 
 def grouped(agent: str, *events: str) -> dict[str, Any]:
     return {"hooks": {event: [{"hooks": [{"type": "command", "command": hook(agent)}]}] for event in events}}
+
+
+CURSOR_EVENTS = (
+    "sessionStart",
+    "beforeSubmitPrompt",
+    "afterAgentThought",
+    "afterAgentResponse",
+    "postToolUse",
+    "postToolUseFailure",
+    "subagentStop",
+)
+GEMINI_HOOK = {"hooks": [{"type": "command", "command": hook("gemini"), "name": "palimpsest"}]}
+GEMINI_SETTINGS = {
+    "mcpServers": {"palimpsest": server("gemini")},
+    "hooks": {event: [GEMINI_HOOK] for event in ("SessionStart", "AfterAgent", "PreCompress", "SessionEnd")},
+}
 
 
 #: What install writes into an empty HOME and project: every file, exactly.
@@ -191,23 +230,21 @@ CREATED: dict[tuple[str, str], dict[str, Any]] = {
         "home/.cursor/mcp.json": {"mcpServers": {"palimpsest": server("cursor")}},
         "home/.cursor/hooks.json": {
             "version": 1,
-            "hooks": {
-                event: [{"command": hook("cursor")}]
-                for event in ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
-            },
+            "hooks": {event: [{"command": hook("cursor")}] for event in CURSOR_EVENTS},
         },
     },
     ("cursor", "project"): {
         "project/.cursor/mcp.json": {"mcpServers": {"palimpsest": server("cursor")}},
         "project/.cursor/hooks.json": {
             "version": 1,
-            "hooks": {
-                event: [{"command": hook("cursor")}]
-                for event in ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
-            },
+            "hooks": {event: [{"command": hook("cursor")}] for event in CURSOR_EVENTS},
         },
     },
 }
+
+
+CREATED[("gemini", "user")] = {"home/.gemini/settings.json": GEMINI_SETTINGS}
+CREATED[("gemini", "project")] = {"project/.gemini/settings.json": GEMINI_SETTINGS}
 
 
 @pytest.fixture
@@ -407,6 +444,37 @@ def test_a_hook_on_an_event_no_longer_used_is_taken_out(root: Path) -> None:
         load(root / "home/.gemini/config/hooks.json")
         == CREATED[("antigravity", "user")]["home/.gemini/config/hooks.json"]
     )
+
+
+def test_reinstalling_cursor_upgrades_an_older_hooks_json_without_duplicates(root: Path) -> None:
+    old_events = ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
+    old = {
+        "version": 1,
+        "hooks": {
+            **{event: [{"command": "/old/venv/bin/palimpsest hook cursor"}] for event in old_events},
+            "afterFileEdit": [{"command": "./fmt.sh"}],
+        },
+    }
+    seed(root, {"home/.cursor/hooks.json": dumps(old)})
+    palimpsest("install", "cursor")
+    hooks = load(root / "home/.cursor/hooks.json")["hooks"]
+    assert hooks == {
+        "afterFileEdit": [{"command": "./fmt.sh"}],
+        **{event: [{"command": hook("cursor")}] for event in CURSOR_EVENTS},
+    }
+    palimpsest("install", "cursor")
+    assert load(root / "home/.cursor/hooks.json")["hooks"] == hooks
+
+
+def test_gemini_is_detected_by_its_own_files_not_by_antigravitys(root: Path) -> None:
+    (root / "home/.gemini/antigravity").mkdir(parents=True)
+    assert "no agent found" not in palimpsest("install", "--detect", "--dry-run")
+    detected = json.loads(palimpsest("install", "--detect", "--dry-run", "--json"))["agents"]
+    assert [item["agent"] for item in detected] == ["antigravity"]
+    (root / "home/.gemini/tmp").mkdir()
+    detected = json.loads(palimpsest("install", "--detect", "--dry-run", "--json"))["agents"]
+    assert [item["agent"] for item in detected] == ["antigravity", "gemini"]
+    assert "trusted folders" in detected[1]["note"]
 
 
 def test_codex_servers_written_inline_stay_inline(root: Path) -> None:

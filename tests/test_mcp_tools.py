@@ -296,6 +296,7 @@ def test_client_names_map_to_partitions() -> None:
     assert partition_for_client("windsurf") == "windsurf"
     assert partition_for_client("codex-mcp-client") == "codex"
     assert partition_for_client("antigravity") == "antigravity"
+    assert partition_for_client("gemini-cli-mcp-client") == "gemini"
     assert partition_for_client("cursor") == "default"
     assert partition_for_client(None) == "default"
 

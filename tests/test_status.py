@@ -84,11 +84,13 @@ def test_status_shows_wiring_captures_and_the_store(home: Path) -> None:
     asyncio.run(fill(uri))
     run("install", "claude")
     run("install", "cursor", "--scope", "project")
+    run("install", "gemini")
     (home / "home/.codex").mkdir()
 
     report = json.loads(run("status", "--store", uri, "--json"))
     by_name = {item["agent"]: item for item in report["agents"]}
-    assert list(by_name) == ["claude", "codex", "windsurf", "antigravity", "cursor"]
+    assert list(by_name) == ["claude", "codex", "windsurf", "antigravity", "cursor", "gemini"]
+    assert (by_name["gemini"]["user"], by_name["gemini"]["config_dir"]) == ("yes", str(home / "home/.gemini"))
     assert (by_name["claude"]["user"], by_name["claude"]["project"]) == ("yes", "no")
     assert (by_name["cursor"]["user"], by_name["cursor"]["project"]) == ("no", "yes")
     assert by_name["codex"]["config_dir"] == str(home / "home/.codex") and by_name["codex"]["user"] == "no"
@@ -106,7 +108,7 @@ def test_status_shows_wiring_captures_and_the_store(home: Path) -> None:
     assert cells[:3] == ["claude", "user", "3"] and cells[4] == "0"
     assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d\d", cells[3])
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in table.splitlines() if "│" in line}
-    assert (rows["cursor"], rows["codex"], rows["windsurf"]) == ("project", "no", "not found")
+    assert (rows["cursor"], rows["codex"], rows["windsurf"], rows["gemini"]) == ("project", "no", "not found", "user")
 
 
 def test_status_on_a_store_not_created_yet_creates_nothing(home: Path) -> None:

@@ -2,7 +2,9 @@
 
 User scope writes ``~/.cursor/``, project scope the project's ``.cursor/``. Cursor hooks
 are flat handlers, ``{"command": ...}``, per event: the session's start (memory handed
-back), the prompt, the reply, the agent's thinking, and the loop's end.
+back), the prompt, the reply, the agent's thinking, every tool call with its result (or its
+failure), and a subagent's summary. ``afterShellExecution`` and ``afterFileEdit`` are not
+registered: ``postToolUse`` reports the same commands and edits, with the call's id.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ from palimpsest.server.agents.spec import Agent, ConfigFile, Entries, Places, Sc
 NAME = "cursor"
 
 #: The events ``palimpsest hook cursor`` handles.
-EVENTS = ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "afterAgentThought", "stop")
+EVENTS = (
+    "sessionStart",
+    "beforeSubmitPrompt",
+    "afterAgentThought",
+    "afterAgentResponse",
+    "postToolUse",
+    "postToolUseFailure",
+    "subagentStop",
+)
 
 
 def files(scope: Scope, places: Places, entries: Entries) -> list[ConfigFile]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from palimpsest.graph_schema.errors import InvalidInput
-from palimpsest.server.agents import antigravity, claude, codex, cursor, windsurf
+from palimpsest.server.agents import antigravity, claude, codex, cursor, gemini, windsurf
 from palimpsest.server.agents.spec import Agent, Places
 
 #: Every agent, in the order commands list them; each name is also the agent's partition.
 AGENTS: dict[str, Agent] = {
-    agent.name: agent for agent in (claude.AGENT, codex.AGENT, windsurf.AGENT, antigravity.AGENT, cursor.AGENT)
+    agent.name: agent
+    for agent in (claude.AGENT, codex.AGENT, windsurf.AGENT, antigravity.AGENT, cursor.AGENT, gemini.AGENT)
 }
 
 

@@ -48,8 +48,15 @@ HOOKS: dict[str, tuple[str, str, str]] = {
     "cursor": (
         "cursor",
         "cursor_request",
-        "A Cursor hook (sessionStart, beforeSubmitPrompt, afterAgentResponse, afterAgentThought, stop): stores "
-        "the prompt and the reply; on sessionStart prints the memory as additional_context.",
+        "A Cursor hook (sessionStart, beforeSubmitPrompt, afterAgentThought, afterAgentResponse, postToolUse, "
+        "postToolUseFailure, subagentStop): stores the prompt, thoughts, reply and every tool call with its result; "
+        "on sessionStart prints the memory as additional_context.",
+    ),
+    "gemini": (
+        "gemini",
+        "gemini_request",
+        "A Gemini CLI hook (SessionStart, AfterAgent, PreCompress, SessionEnd): stores the chat recording's new "
+        "messages, tool calls and thoughts; on SessionStart prints the memory as hookSpecificOutput.additionalContext.",
     ),
 }
 

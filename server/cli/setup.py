@@ -36,6 +36,7 @@ class AgentName(StrEnum):
     windsurf = "windsurf"
     antigravity = "antigravity"
     cursor = "cursor"
+    gemini = "gemini"
 
 
 class ScopeName(StrEnum):

@@ -36,6 +36,7 @@ KNOWN_CLIENTS: dict[str, str] = {
     "windsurf": "windsurf",
     "codex": "codex",
     "antigravity": "antigravity",
+    "gemini": "gemini",
 }
 
 #: Key of the access-token claim that lists a token's partitions.
