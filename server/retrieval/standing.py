@@ -116,7 +116,7 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
         standing.ended = clip(replies[-1].content, LINE_CHARS)
     if facts.test_state:
         standing.ended = (standing.ended + " " if standing.ended else "") + f"(last test run: {facts.test_state})"
-    failing = [run for run in facts.commands.values() if run.status not in _PASSED]
+    failing = _still_failing(list(facts.commands.values()))
     standing.open_steps = [f"todo: {item}" for item in facts.todo_open]
     standing.open_steps += [f"`{run.command}` last ended {run.status}" for run in failing]
     if not facts.todo_open and not facts.todo_done and checkpoint is not None and summary is not None:
@@ -125,6 +125,26 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
     standing.finished = {_key(item) for item in facts.todo_done}
     standing.finished |= {_key(f"`{run.command}`") for run in facts.commands.values() if run.status in _PASSED[:2]}
     return standing
+
+
+def _still_failing(runs: list[CommandRun]) -> list[CommandRun]:
+    """Commands whose last run failed and that no later passing command redid.
+
+    ``runs`` are in the order of their last run. A later pass of the same arguments
+    under another program (``python x.py`` failing, ``python3 x.py`` passing) redid it.
+    """
+    failing: list[CommandRun] = []
+    for index, run in enumerate(runs):
+        if run.status in _PASSED:
+            continue
+        arguments = run.command.split()[1:]
+        redone = any(
+            later.status in _PASSED[:2] and arguments and later.command.split()[1:] == arguments
+            for later in runs[index + 1 :]
+        )
+        if not redone:
+            failing.append(run)
+    return failing
 
 
 def close_finished(standings: Sequence[Standing]) -> None:
