@@ -170,6 +170,9 @@ def test_open_steps_are_the_last_todo_state_and_failures_that_never_passed(store
     s.tool(
         "Bash", {"command": "pytest -q"}, "Exit code 1\nE   psycopg.OperationalError: connection refused", error=True
     )
+    # Redone under another program: not open.
+    s.tool("Bash", {"command": "python manage.py check"}, "Exit code 127\npython: command not found", error=True)
+    s.tool("Bash", {"command": "python3 manage.py check"}, "System check identified no issues (0 silenced).")
     s.say("The database is not running here, so the suite cannot run yet.")
     s.store(store_url)
     block = memory(store_url).split("### bbbb2222-open", 1)[1]
