@@ -343,3 +343,69 @@ def test_a_call_whose_result_comes_later_is_read_with_it(tmp_path: Path, split: 
         (False, "`pytest -q` failed (exit 1): FAILED tests/test_a.py::test_x"),
         (True, "`pytest -q` passed (ok) after failing with: FAILED tests/test_a.py::test_x"),
     ]
+
+
+def test_a_codex_session_is_read_past_its_injected_context(store_url: str) -> None:
+    """Codex's injected context is no request, its plan is read in its last state, its shell output is JSON.
+
+    Shapes: Codex rollouts as `server/feeds/codex.py` stores them (``function_call`` as
+    ``name {arguments}`` with metadata ``kind: tool_use`` and ``tool_name``; the output a
+    ``tool`` message ``{"output", "metadata": {"exit_code"}}``; ``<environment_context>``
+    and AGENTS.md instructions marked ``injected``), ``update_plan``'s ``plan`` of
+    ``step`` / ``status``.
+    """
+    from datetime import UTC, datetime
+
+    from palimpsest.graph_schema.models import NewMessage, Role
+
+    steps: list[tuple[Role, str, str | None, dict[str, Any]]] = []
+
+    def call(call_id: str, name: str, args: dict[str, Any]) -> None:
+        steps.append((Role.assistant, f"{name} {json.dumps(args)}", call_id, {"kind": "tool_use", "tool_name": name}))
+
+    def output(call_id: str, text: str, code: int) -> None:
+        body = json.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": 0.4}})
+        steps.append((Role.tool, body, call_id, {"kind": "tool_result"}))
+
+    steps.append((Role.system, "# AGENTS.md instructions for /srv/ledger", None, {"injected": True}))
+    steps.append(
+        (Role.user, "<environment_context>\n  <cwd>/srv/ledger</cwd>\n</environment_context>", None, {"injected": True})
+    )
+    steps.append((Role.user, "Make the importer skip blank rows", None, {}))
+    call("c1", "update_plan", {"plan": [{"step": "Skip blank rows", "status": "in_progress"}]})
+    call("c2", "shell", {"command": ["bash", "-lc", "pytest -q tests/test_importer.py"]})
+    output("c2", "1 failed, 8 passed", 1)
+    call("c3", "shell", {"command": ["bash", "-lc", "pytest -q tests/test_importer.py"]})
+    output("c3", "9 passed in 0.3s", 0)
+    call("c4", "update_plan", {"plan": [{"step": "Skip blank rows", "status": "completed"}]})
+    steps.append((Role.assistant, "The importer now skips blank rows; all 9 importer tests pass.", None, {}))
+    messages = [
+        NewMessage(
+            role=role,
+            content=content,
+            tool_call_id=call_id,
+            metadata={"source": "codex", **metadata},
+            message_id=f"line-{index}",
+            created_at=datetime(2025, 9, 3, 8, index, tzinfo=UTC),
+        )
+        for index, (role, content, call_id, metadata) in enumerate(steps)
+    ]
+
+    async def run() -> str:
+        store = open_store(store_url)
+        await store.initialize()
+        try:
+            await store.append_messages("codex", "rollout-1", messages, project="ledger")
+            return await project_memory(store, partition="codex", project="ledger", budget_tokens=1500)
+        finally:
+            await store.close()
+
+    text = asyncio.run(run())
+    assert "### rollout-1 (2025-09-03 08:02–08:09 UTC, 10 messages;" in text
+    assert "- Set out to: Make the importer skip blank rows\n" in text
+    assert "environment_context" not in text and "AGENTS.md" not in text
+    assert (
+        "- Ended with: The importer now skips blank rows; all 9 importer tests pass. (last test run: 9 passed" in text
+    )
+    assert "- Did: ran 1 distinct command; finished 1 todo\n" in text
+    assert "- Still open: nothing\n" in text

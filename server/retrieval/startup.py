@@ -42,7 +42,7 @@ from palimpsest.server.retrieval.standing import Standing, close_finished, read_
 #: Earlier sessions presented, at most.
 STARTUP_SESSIONS = 5
 #: Sessions read to find them (some are no work), newest first.
-SESSIONS_READ = 12
+SESSIONS_READ = 8
 #: Current facts looked at, newest first.
 STARTUP_FACTS = 60
 #: Threads of the partition listed to find the project's sessions.
