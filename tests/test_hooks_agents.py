@@ -137,7 +137,7 @@ def test_windsurf_transcript_hook_stores_the_trajectory_and_writes_the_rules(
     assert contents(store_url, "windsurf", "7f1c") == STEP_EXPECTED
     rules = (workspace / ".windsurf" / "rules" / "palimpsest.md").read_text(encoding="utf-8")
     assert rules.startswith("---\ntrigger: always_on\n---\n") and len(rules) < 6000
-    assert "7f1c" in rules and "first request: Request 0" in rules
+    assert "7f1c" in rules and "- Set out to: Request 0\n" in rules
 
 
 def test_windsurf_prompt_and_response_hooks_store_the_turn(store_url: str, tmp_path: Path) -> None:
