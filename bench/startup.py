@@ -16,7 +16,9 @@ last message of the assistant, and the date of the last line. Reported per sessi
 code: the share of gold items the memory names (recall), stale open steps (finished
 todos or passed commands shown as open; goal 0), whether the session's own date is
 shown, how many facts the defaults extract and the share that are raw tool-call JSON or
-fragments (goal 0). Run:
+fragments (goal 0). Then, unless ``--speed ''``, it times ``project_memory`` of both
+checkouts in process over generated sessions (``8x3000``: eight of 3,000 messages, not
+compacted). Run:
 
     .venv/bin/python bench/startup.py /work/captures/claude --before /work/main
 """
@@ -197,12 +199,55 @@ def measure(code: Path, transcripts: list[Path], gold: Gold, budget: int) -> Row
         )
 
 
+SPEED_SCRIPT = """
+import asyncio, sys, tempfile, time
+from palimpsest.graph_schema.backends import open_store
+from palimpsest.server.retrieval.startup import project_memory
+from tests.transcripts import transcript
+
+async def run(sessions, messages):
+    with tempfile.TemporaryDirectory() as work:
+        store = open_store(f"sqlite:///{work}/m.db")
+        await store.initialize()
+        for index in range(sessions):
+            rows = transcript(messages, seed=index, prefix=f"t{index}-")
+            for start in range(0, messages, 1000):
+                await store.append_messages("p", f"t{index}", rows[start : start + 1000], project="x")
+        times = []
+        for _ in range(5):
+            began = time.perf_counter()
+            await project_memory(store, partition="p", project="x", budget_tokens=1500)
+            times.append(time.perf_counter() - began)
+        await store.close()
+        print(times[0], sorted(times)[2])
+
+asyncio.run(run(int(sys.argv[1]), int(sys.argv[2])))
+"""
+
+
+def speed(code: Path, sessions: int, messages: int) -> tuple[float, float]:
+    """Seconds ``project_memory`` of checkout ``code`` takes over ``sessions`` of ``messages``: first call, median."""
+    done = subprocess.run(
+        [sys.executable, "-c", SPEED_SCRIPT, str(sessions), str(messages)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(code)},
+        cwd=code,
+        check=True,
+    )
+    first, median = done.stdout.split()
+    return float(first), float(median)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="Claude Code transcripts (*.jsonl), one session each")
     parser.add_argument("--before", type=Path, help="another checkout to compare with (main's)")
     parser.add_argument("--budget", type=int, default=1500, help="PALIMPSEST_STARTUP_BUDGET")
     parser.add_argument("--show", action="store_true", help="print each memory")
+    parser.add_argument(
+        "--speed", default="8x3000", help="time the memory over SESSIONSxMESSAGES generated sessions ('' skips it)"
+    )
     options = parser.parse_args()
     transcripts = sorted(options.folder.glob("*.jsonl"))
     if not transcripts:
@@ -225,6 +270,13 @@ def main() -> None:
             )
             if options.show:
                 print(f"\n<!-- {name} memory for {path.name} ({row.tokens} tokens) -->\n{row.memory}\n")
+    if options.speed:
+        sessions, messages = (int(part) for part in options.speed.split("x"))
+        print(f"\nproject_memory over {sessions} sessions of {messages} messages, SQLite, in process\n")
+        print("| code | first call | median of 5 |\n|---|---:|---:|")
+        for name, code in codes:
+            first, median = speed(code, sessions, messages)
+            print(f"| {name} | {first * 1000:.0f} ms | {median * 1000:.0f} ms |")
 
 
 if __name__ == "__main__":

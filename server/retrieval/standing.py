@@ -35,9 +35,9 @@ from palimpsest.scheduler.session_facts import (
     tool_call,
 )
 
-#: Most messages read from the end of a session (about 0.1 s on SQLite; an older first request
+#: Most messages read from the end of a session (about 30 ms on SQLite; an older first request
 #: then comes from its summary, and a todo list older than them is not read).
-MESSAGES_READ = 1500
+MESSAGES_READ = 800
 #: Longest line of a session's digest, in characters.
 LINE_CHARS = 240
 #: Files named in "did" before "and N more".
@@ -82,7 +82,13 @@ def _key(text: str) -> str:
 
 
 async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> Standing:
-    """Where ``thread`` stands, from its last `MESSAGES_READ` messages and its top summary."""
+    """Where ``thread`` stands, from its last `MESSAGES_READ` messages and the summaries above its ends.
+
+    The highest summary over its first message gives its objective when the first
+    request is older than the messages read; the one over its last message (if
+    compaction reached it) gives the id to expand and, without a todo list, the
+    checkpoint's next steps: nothing happened after them.
+    """
     first = max(0, thread.message_count - MESSAGES_READ)
     messages = await store.get_messages(partition, thread.id, first_seq=first, limit=MESSAGES_READ)
     work = [message for message in messages if not is_not_work(message)]
@@ -102,13 +108,16 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
     standing.tool_calls = facts.tool_calls
     replies = [message for message in work if _is_reply(message)]
     standing.replies = len(replies)
-    summary = await _top_summary(store, partition, thread)
-    standing.summary_id = summary.id if summary is not None else None
-    checkpoint = parse_checkpoint(summary.text) if summary is not None else None
+    opening = messages[0] if first == 0 else (await store.get_messages(partition, thread.id, limit=1))[0]
+    chains = await store.covered_by([opening.id, work[-1].id])
+    head = await _summary(store, partition, chains.get(opening.id, []))
+    tail = await _summary(store, partition, chains.get(work[-1].id, []))
+    pointer = tail or head
+    standing.summary_id = pointer.id if pointer is not None else None
     if first == 0 and facts.requests:
         standing.goal = clip(facts.requests[0], LINE_CHARS)
-    elif checkpoint is not None and checkpoint.sections.get("Objective"):
-        standing.goal = clip(checkpoint.sections["Objective"][0], LINE_CHARS)
+    elif head is not None and parse_checkpoint(head.text).sections.get("Objective"):
+        standing.goal = clip(parse_checkpoint(head.text).sections["Objective"][0], LINE_CHARS)
     elif facts.requests:
         standing.goal = clip(facts.requests[0], LINE_CHARS)
     standing.modified = list(facts.modified)
@@ -120,9 +129,8 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
     failing = _still_failing(list(facts.commands.values()))
     standing.open_steps = [f"todo: {item}" for item in facts.todo_open]
     standing.open_steps += [f"`{run.command}` last ended {run.status}" for run in failing]
-    if not facts.todo_open and not facts.todo_done and checkpoint is not None and summary is not None:
-        if summary.last_seq >= work[-1].seq:  # nothing happened after the checkpoint
-            standing.open_steps += checkpoint.sections.get("Next steps", [])
+    if not facts.todo_open and not facts.todo_done and tail is not None:  # nothing happened after the checkpoint
+        standing.open_steps += parse_checkpoint(tail.text).sections.get("Next steps", [])
     standing.finished = {_key(item) for item in facts.todo_done}
     standing.finished |= {_key(f"`{run.command}`") for run in facts.commands.values() if run.status in _PASSED[:2]}
     return standing
@@ -185,10 +193,6 @@ def _did(modified: dict[str, FileChange], commands: dict[str, CommandRun], todo_
     return parts
 
 
-async def _top_summary(store: MemoryStore, partition: str, thread: Thread) -> Summary | None:
-    """The thread's highest, newest frontier summary."""
-    frontier = [item for item in await store.frontier(partition, thread.id) if item.kind == "summary"]
-    if not frontier:
-        return None
-    top = max(frontier, key=lambda item: (item.level, item.last_seq))
-    return await store.get_summary(partition, top.id)
+async def _summary(store: MemoryStore, partition: str, chain: list[str]) -> Summary | None:
+    """The highest summary of a ``covered_by`` chain (lowest level first), if any."""
+    return await store.get_summary(partition, chain[-1]) if chain else None

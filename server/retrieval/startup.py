@@ -26,6 +26,7 @@ stays warm from one session to the next.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import tempfile
@@ -216,7 +217,9 @@ async def project_memory(
         if (project is None or thread.project == project) and thread.id != exclude_thread and thread.message_count
     ]
     threads.sort(key=lambda thread: (thread.updated_at, thread.id), reverse=True)
-    standings = [await read_standing(store, partition, thread) for thread in threads[:SESSIONS_READ]]
+    standings = list(
+        await asyncio.gather(*(read_standing(store, partition, thread) for thread in threads[:SESSIONS_READ]))
+    )
     work = [standing for standing in standings if standing.is_work]
     not_work = len(standings) - len(work)
     work.sort(key=lambda standing: _inverse(standing.last_at.isoformat() if standing.last_at else ""))
