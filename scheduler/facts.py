@@ -20,8 +20,9 @@ The prose rules, in order:
    or that an agent injected (metadata ``synthetic``, ``api_error``, ``injected``,
    ``meta``).
 2. Fenced code blocks (``` or ~~~), indented code (4 spaces or a tab, not a list item),
-   headings (``#``, or a ``===``/``---`` underline), table rows and shell prompts are
-   skipped; list markers and emphasis are stripped from what remains.
+   headings (``#``, or a ``===``/``---`` underline), table rows, shell prompts and lines
+   of JSON (a line opening with ``{`` or ``[``, a ``Name {...}`` call, one holding
+   ``{"``) are skipped; list markers and emphasis are stripped from what remains.
 3. Each line is split into sentences. A sentence is kept when it is at least
    ``MIN_FACT_CHARS`` (30) characters and at most ``MAX_SENTENCE_CHARS``, is not a
    question, does not end in a colon (an introduction to a list), is not generic chat
@@ -86,6 +87,8 @@ _QUOTE = re.compile(r"^(?:>\s?)+")
 _EMPHASIS = re.compile(r"\*\*|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 _PROMPTS = ("$ ", "% ", ">>> ", "... ", "|")
+#: A line of JSON, or a tool call written as ``Name {json}``: never prose.
+_JSON_LINE = re.compile(r'^[\[{]|^[A-Za-z_][\w.:-]* \{|\{"')
 
 _CHAT_START = re.compile(
     r"^(?:sure|ok(?:ay)?|certainly|of course|absolutely|great|perfect|awesome|got it|no problem|"
@@ -216,7 +219,7 @@ def candidate_lines(content: str) -> Iterator[str]:
         list_item = _LIST_ITEM.match(stripped) is not None
         if raw.startswith(("    ", "\t")) and not list_item:
             continue
-        if stripped.startswith("#") or stripped.startswith(_PROMPTS):
+        if stripped.startswith("#") or stripped.startswith(_PROMPTS) or _JSON_LINE.search(stripped):
             continue
         line = _LIST_ITEM.sub("", _QUOTE.sub("", stripped), count=1)
         line = _EMPHASIS.sub("", line).strip()

@@ -409,3 +409,45 @@ def test_a_codex_session_is_read_past_its_injected_context(store_url: str) -> No
     )
     assert "- Did: ran 1 distinct command; finished 1 todo\n" in text
     assert "- Still open: nothing\n" in text
+
+
+def test_structural_facts_of_dependencies_settings_and_commits_that_did_not_happen(
+    store_url: str, tmp_path: Path
+) -> None:
+    s = Session(tmp_path, "deps-1111")
+    s.ask("Add the HTTP client and the test runner")
+    s.tool(
+        "Bash", {"command": 'pip install "fastapi>=0.110" httpx'}, "Successfully installed fastapi-0.110.0 httpx-0.27.0"
+    )
+    s.tool("Bash", {"command": "npm install --save-dev vitest && npm test"}, "added 1 package\n3 passed")
+    s.tool("Bash", {"command": "export DATABASE_URL=postgres://localhost/ledger"}, "")
+    s.tool(
+        "Bash",
+        {"command": 'git commit -m "Nothing here"'},
+        "Exit code 1\nnothing to commit, working tree clean",
+        error=True,
+    )
+    s._line(
+        "assistant",
+        [
+            {
+                "type": "thinking",
+                "thinking": "The API uses FastAPI with httpx as its client library.",
+                "signature": "c2ln",
+            }
+        ],
+    )
+    s.say('Bash {"command": "grep -rn uses config.py", "description": "Find what the config uses"}')
+    s.store(store_url)
+    cli(store_url, "maintain", "--once")
+    texts = {fact.text for fact in facts_of(store_url)}
+    assert {
+        "Added dependency fastapi>=0.110 (pip install)",
+        "Added dependency httpx (pip install)",
+        "Added dependency vitest (npm install)",
+        "Set DATABASE_URL to postgres://localhost/ledger",
+    } <= texts
+    assert not [text for text in texts if text.startswith("Committed")]
+    assert '`git commit -m "Nothing here"` failed (exit 1): nothing to commit, working tree clean' in texts
+    # Neither thinking nor a reply that reads like a tool call is prose to extract.
+    assert not [text for text in texts if "FastAPI with httpx" in text or JSON_OR_FRAGMENT.search(text)]
