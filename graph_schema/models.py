@@ -201,7 +201,7 @@ class FactLayerState(_Model):
 
     thread_id: str
     partition: str
-    enabled: bool = Field(description="Off by default: facts are only extracted where asked.")
+    enabled: bool = Field(description="On by default: facts are extracted unless `kg off` turned the thread off.")
     extracted_seq: int = Field(description="Seq of the last message extraction has read; -1 for none.")
 
 

@@ -390,7 +390,7 @@ class MemoryStore(Protocol):
         ...
 
     async def fact_layer(self, partition: str | None, thread_id: str) -> FactLayerState:
-        """Whether the thread's fact layer is on (off by default) and its extraction cursor.
+        """Whether the thread's fact layer is on (on by default: ``kg off`` turns it off) and its extraction cursor.
 
         :raises NotFound: if the thread does not exist in the partition.
         """

@@ -1,17 +1,28 @@
-"""The fact layer: short technical facts read out of assistant messages, kept current.
+"""The fact layer: short technical facts read out of a session, kept current.
 
 Why rules: facts must be extracted offline, deterministically, for every thread whose
-layer is on, on every evolution tick, at no cost. An assistant that writes "The API
-uses JWT bearer tokens" or "Decision: rotate refresh tokens" states a fact on one line,
-so a line-and-sentence filter with a vocabulary of technical indicators finds most of
-them; the rest of a message (code, headings, chat) is skipped.
+layer is on (every thread, unless ``kg off`` turned it off or ``PALIMPSEST_FACTS=off``
+leaves the evolution tick's fact step out), on every evolution tick, at no cost. Two
+sources:
 
-The rules, in order:
+- the session's structure (`scheduler/structural_facts.py`): files written, commands
+  and how they ended, commits, dependencies added, settings: stated by the tool calls
+  and their results, so certain;
+- the assistant's prose: one that writes "The API uses JWT bearer tokens" or
+  "Decision: rotate refresh tokens" states a fact on one line, so a line-and-sentence
+  filter with a vocabulary of technical indicators finds most of them; the rest of a
+  message (code, headings, chat) is skipped.
 
-1. Only assistant messages are read.
+The prose rules, in order:
+
+1. Only the assistant's own words are read: never a tool call (its content is
+   ``Name {json}``), a tool result, thinking, nor a turn that never reached the model
+   or that an agent injected (metadata ``synthetic``, ``api_error``, ``injected``,
+   ``meta``).
 2. Fenced code blocks (``` or ~~~), indented code (4 spaces or a tab, not a list item),
-   headings (``#``, or a ``===``/``---`` underline), table rows and shell prompts are
-   skipped; list markers and emphasis are stripped from what remains.
+   headings (``#``, or a ``===``/``---`` underline), table rows, shell prompts and lines
+   of JSON (a line opening with ``{`` or ``[``, a ``Name {...}`` call, one holding
+   ``{"``) are skipped; list markers and emphasis are stripped from what remains.
 3. Each line is split into sentences. A sentence is kept when it is at least
    ``MIN_FACT_CHARS`` (30) characters and at most ``MAX_SENTENCE_CHARS``, is not a
    question, does not end in a colon (an introduction to a list), is not generic chat
@@ -47,6 +58,8 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import Conflict, InvalidInput
 from palimpsest.graph_schema.models import Fact, FactLayerState, FactStats, Message, NewFact, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.session_facts import is_not_work, tool_call
+from palimpsest.scheduler.structural_facts import FAILED, StructuralFact, structural_facts
 
 logger = logging.getLogger("palimpsest.facts")
 
@@ -74,6 +87,8 @@ _QUOTE = re.compile(r"^(?:>\s?)+")
 _EMPHASIS = re.compile(r"\*\*|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 _PROMPTS = ("$ ", "% ", ">>> ", "... ", "|")
+#: A line of JSON, or a tool call written as ``Name {json}``: never prose.
+_JSON_LINE = re.compile(r'^[\[{]|^[A-Za-z_][\w.:-]* \{|\{"')
 
 _CHAT_START = re.compile(
     r"^(?:sure|ok(?:ay)?|certainly|of course|absolutely|great|perfect|awesome|got it|no problem|"
@@ -204,7 +219,7 @@ def candidate_lines(content: str) -> Iterator[str]:
         list_item = _LIST_ITEM.match(stripped) is not None
         if raw.startswith(("    ", "\t")) and not list_item:
             continue
-        if stripped.startswith("#") or stripped.startswith(_PROMPTS):
+        if stripped.startswith("#") or stripped.startswith(_PROMPTS) or _JSON_LINE.search(stripped):
             continue
         line = _LIST_ITEM.sub("", _QUOTE.sub("", stripped), count=1)
         line = _EMPHASIS.sub("", line).strip()
@@ -261,9 +276,16 @@ def extract_from_text(content: str) -> list[ExtractedFact]:
     return list(found.values())
 
 
+def is_prose(message: Message) -> bool:
+    """Whether a message is the assistant's own words: not a tool call, thinking, or a turn that is not work."""
+    if message.role is not Role.assistant or message.metadata.get("kind") not in (None, "text"):
+        return False
+    return tool_call(message) is None and not is_not_work(message)
+
+
 def facts_in_message(message: Message) -> list[NewFact]:
-    """The facts of one stored message: assistant messages only, each fact citing the message."""
-    if message.role is not Role.assistant:
+    """The prose facts of one stored message (see `is_prose`), each fact citing the message."""
+    if not is_prose(message):
         return []
     return [
         NewFact(
@@ -364,20 +386,62 @@ async def extract_facts(
         messages = await store.get_messages(partition, thread_id, first_seq=first, limit=batch)
         if not messages:
             break
-        proposed = [fact for message in messages for fact in facts_in_message(message)]
+        complete = len(messages) < batch
+        reading = structural_facts(messages)
+        if 0 < reading.settled < len(messages):
+            # Stop before calls still without a result: the next run reads them with it (or,
+            # finding them first and still unanswered, reads on past them).
+            messages = messages[: reading.settled]
+            reading = structural_facts(messages)
+            complete = True
+        failures = await _current_failures(store, partition, reading.facts)
+        if failures:
+            reading = structural_facts(messages, failures)
+        proposed = _in_message_order(messages, reading.facts, partition)
         for start in range(0, len(proposed), WRITE_BATCH):
             stored = await store.add_facts(proposed[start : start + WRITE_BATCH])
             extracted += len(stored)
             await supersede_older(store, partition, stored)
         await store.advance_fact_cursor(partition, thread_id, messages[-1].seq)
-        if len(messages) < batch:
+        if complete:
             break
         first = messages[-1].seq + 1
     return extracted
 
 
+async def _current_failures(store: MemoryStore, partition: str, facts: Sequence[StructuralFact]) -> dict[str, str]:
+    """Commands of ``facts`` whose current stored fact is a failure, with its error (a pass then says so)."""
+    failures: dict[str, str] = {}
+    for subject in dict.fromkeys(fact.subject for fact in facts if fact.kind == "command"):
+        for known in await store.list_facts(partition, subject=subject, current_only=True, limit=1):
+            if FAILED in known.text:
+                failures[subject] = known.text.split("): ", 1)[-1]
+    return failures
+
+
+def _in_message_order(
+    messages: Sequence[Message], structural: Sequence[StructuralFact], partition: str
+) -> list[NewFact]:
+    """Prose and structural facts together, ordered by the message each was read from (supersession's order)."""
+    position = {message.id: index for index, message in enumerate(messages)}
+    ordered: list[tuple[int, int, NewFact]] = []
+    for message in messages:
+        for prose in facts_in_message(message):
+            ordered.append((position[message.id], len(ordered), prose))
+    for fact in structural:
+        new = NewFact(
+            partition=partition,
+            text=fact.text,
+            kind=fact.kind,
+            subject=fact.subject,
+            source_message_ids=list(fact.sources),
+        )
+        ordered.append((max(position[source] for source in fact.sources), len(ordered), new))
+    return [fact for _, _, fact in sorted(ordered, key=lambda item: (item[0], item[1]))]
+
+
 async def evolve_facts(store: MemoryStore, *, partition: str | None = None, pause: Pause | None = None) -> int:
-    """The evolution step of the maintenance loop: extract facts in every thread whose layer is on.
+    """The evolution step of the maintenance loop: extract facts in every thread whose layer is on (all but ``kg off``).
 
     Args:
         store: The store to work on.
@@ -414,7 +478,7 @@ class KgResult(BaseModel):
 async def kg_command(store: MemoryStore, partition: str, action: KgAction, thread_id: str | None = None) -> KgResult:
     """Run one ``kg`` action (status, on, off, stats, clear) in a partition.
 
-    ``on`` and ``off`` switch one thread's layer (off by default); ``on`` also extracts
+    ``on`` and ``off`` switch one thread's layer (on by default); ``on`` also extracts
     the thread's history at once. ``status`` and ``stats`` describe one thread, or the
     whole partition without a thread. ``clear`` deletes the thread's (or partition's)
     facts; a thread whose layer stays on is extracted afresh at the next evolution.

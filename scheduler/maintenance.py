@@ -79,7 +79,7 @@ class EvolutionStep:
 
 
 def evolution_steps(
-    store: MemoryStore, embedder: Embedder | None, budget: StoreBudget | None = None
+    store: MemoryStore, embedder: Embedder | None, budget: StoreBudget | None = None, *, facts: bool = True
 ) -> list[EvolutionStep]:
     """The evolution tick's steps, in the order they run: facts first, then embeddings, then archiving.
 
@@ -87,9 +87,10 @@ def evolution_steps(
     server's lifespan or ``palimpsest maintain``), and both build their steps here.
     Embedding last means the facts extracted this tick are embedded in the same tick.
     With a size ``budget`` (``PALIMPSEST_MAX_STORE_MB``), the oldest threads are
-    archived until the store fits it.
+    archived until the store fits it. ``facts`` off (``PALIMPSEST_FACTS=off``) leaves the
+    fact step out, so no thread's facts are extracted.
     """
-    steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)]
+    steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
     if embedder is not None:
         steps.append(EvolutionStep("embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause)))
     if budget is not None:

@@ -158,12 +158,30 @@ def tool_call(message: Message) -> ToolCall | None:
     return ToolCall(message.tool_call_id, name, args, rest)
 
 
+#: Metadata flags of messages that are not the session's own work: context an agent
+#: injected (``meta``: Claude Code; ``injected``: Codex), a turn that never reached the
+#: model (``synthetic``; Claude Code's ``api_error``), a compaction's summary, a subagent's line.
+NOT_WORK_FLAGS = ("meta", "injected", "synthetic", "api_error", "compact_summary", "sidechain")
+#: The model Claude Code names for a reply it wrote itself ("Not logged in", a network error).
+SYNTHETIC_MODEL = "<synthetic>"
+
+
+def never_reached_model(message: Message) -> bool:
+    """Whether a message is a turn the agent wrote itself because the model was never reached."""
+    metadata = message.metadata
+    return bool(metadata.get("synthetic") or metadata.get("api_error")) or metadata.get("model") == SYNTHETIC_MODEL
+
+
+def is_not_work(message: Message) -> bool:
+    """Whether a message is kept but is no part of the session's work (see `NOT_WORK_FLAGS`)."""
+    return any(message.metadata.get(flag) for flag in NOT_WORK_FLAGS) or never_reached_model(message)
+
+
 def is_request(message: Message) -> bool:
     """Whether a message is the user's own words: not a tool result, nor context an agent injected."""
     if message.role != Role.user or message.metadata.get("kind") not in (None, "text"):
         return False
-    flags = ("meta", "injected", "compact_summary", "sidechain")
-    return not any(message.metadata.get(flag) for flag in flags) and not _NOT_A_REQUEST.match(message.content)
+    return not is_not_work(message) and not _NOT_A_REQUEST.match(message.content)
 
 
 def request_text(message: Message) -> str:
@@ -199,26 +217,26 @@ def _record_call(facts: SessionFacts, call: ToolCall) -> str | None:
     """Note what a call does; returns the shell command it runs, if any."""
     name, args = call.name, call.args
     if name in WRITE_TOOLS:
-        path = _path_arg(args)
+        path = path_arg(args)
         if path:
             action = "created" if args.get("command") == "create" else WRITE_TOOLS[name]
             _modified(facts, path, action)
         return None
     if name in READ_TOOLS:
-        path = _path_arg(args)
+        path = path_arg(args)
         if path:
             _read(facts, path)
         return None
     if name == "apply_patch":
         _patched(facts, call.raw if not args else str(args.get("input", "")))
         return None
-    if name == "TodoWrite" and isinstance(args.get("todos"), list):
-        todos = [t for t in args["todos"] if isinstance(t, dict) and isinstance(t.get("content"), str)]
-        facts.todo_open = [clip(t["content"], _COMMAND_CHARS) for t in todos if t.get("status") != "completed"]
-        facts.todo_done = [clip(t["content"], _COMMAND_CHARS) for t in todos if t.get("status") == "completed"]
+    todos = todo_list(name, args)
+    if todos is not None:
+        facts.todo_open = [clip(text, _COMMAND_CHARS) for text, done in todos if not done]
+        facts.todo_done = [clip(text, _COMMAND_CHARS) for text, done in todos if done]
         return None
     if name in SHELL_TOOLS:
-        command = _shell_command(args)
+        command = shell_command(args)
         if command is None:
             return None
         if "*** Begin Patch" in command:
@@ -238,10 +256,27 @@ def _record_call(facts: SessionFacts, call: ToolCall) -> str | None:
     return None
 
 
+def todo_list(name: str, args: dict[str, Any]) -> list[tuple[str, bool]] | None:
+    """The whole todo list a call writes, each item with whether it is done; None for another call.
+
+    Claude Code's ``TodoWrite`` (``todos``: ``content``, ``status``) and Codex's
+    ``update_plan`` (``plan``: ``step``, ``status``) both send the whole list each time,
+    so the last call is the list's last state.
+    """
+    keys = {"TodoWrite": ("todos", "content"), "update_plan": ("plan", "step")}.get(name)
+    if keys is None or not isinstance(args.get(keys[0]), list):
+        return None
+    return [
+        (item[keys[1]], item.get("status") in ("completed", "done"))
+        for item in args[keys[0]]
+        if isinstance(item, dict) and isinstance(item.get(keys[1]), str)
+    ]
+
+
 def _record_result(facts: SessionFacts, call: ToolCall, command: str | None, message: Message) -> None:
     """Note how a call ended: a command's exit status, a failure's first line, the latest test count."""
     content = message.content
-    exit_code, body = _exit_status(content)
+    exit_code, body = exit_status(content)
     failed = message.metadata.get("is_error") is True or (exit_code is not None and exit_code != 0)
     if command is not None:
         run = facts.commands[command]
@@ -271,7 +306,7 @@ def first_error_line(text: str) -> str:
     return clip(chosen, _ERROR_CHARS)
 
 
-def _exit_status(content: str) -> tuple[int | None, str]:
+def exit_status(content: str) -> tuple[int | None, str]:
     """The exit code a shell result states (Codex's JSON or ``Exit code N`` header) and its output text."""
     stripped = content.lstrip()
     if stripped.startswith("{"):
@@ -290,7 +325,8 @@ def _exit_status(content: str) -> tuple[int | None, str]:
     return (int(match.group(1)) if match else None), content
 
 
-def _path_arg(args: dict[str, Any]) -> str | None:
+def path_arg(args: dict[str, Any]) -> str | None:
+    """The file a call's input names, if any."""
     for key in _PATH_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
@@ -299,7 +335,7 @@ def _path_arg(args: dict[str, Any]) -> str | None:
 
 
 def _describe_target(call: ToolCall) -> str:
-    path = _path_arg(call.args)
+    path = path_arg(call.args)
     if path:
         return path
     for key in ("pattern", "url", "query", "description"):
@@ -330,7 +366,7 @@ def _patched(facts: SessionFacts, patch: str) -> None:
         _modified(facts, path.strip(), actions[verb])
 
 
-def _shell_command(args: dict[str, Any]) -> str | None:
+def shell_command(args: dict[str, Any]) -> str | None:
     """The command line a shell call runs (``bash -lc`` unwrapped)."""
     value: Any = args.get("command", args.get("cmd"))
     if value is None and isinstance(args.get("action"), dict):

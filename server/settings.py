@@ -41,6 +41,7 @@ class Settings(BaseSettings, StoreSettings):
         description="Seconds between evolution ticks (KG_EVOLUTION_INTERVAL).",
     )
     scheduler: bool = Field(True, description="`off` runs no background maintenance in this process.")
+    facts: bool = Field(True, description="`off` extracts no facts (one thread: `palimpsest kg off --thread ID`).")
     threads_per_cycle: int = Field(3, ge=1, le=1000, description="Most threads one compaction tick compacts.")
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=env_names("OPENAI_API_KEY", "openai_api_key"), description="Key for the LLM summarizer."

@@ -57,7 +57,10 @@ class StoreSettings(BaseModel):
         "neo4j", validation_alias=env_names("NEO4J_DATABASE", "neo4j_database"), description="Neo4j database."
     )
     startup_budget: int = Field(
-        1500, ge=100, le=100_000, description="Tokens of memory a hook hands an agent when its session starts."
+        1500,
+        ge=0,
+        le=100_000,
+        description="Tokens of memory a hook hands an agent when its session starts; 0 turns it off.",
     )
 
     @classmethod

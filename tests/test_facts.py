@@ -266,8 +266,7 @@ async def test_evolve_reads_only_threads_whose_layer_is_on(store: MemoryStore) -
     await store.append_messages("p", "on", [turn("a", JWT, 1)])
     await store.append_messages("p", "off", [turn("a", "The queue uses Celery with a Redis broker for retries.", 2)])
     await store.append_messages("q", "elsewhere", [turn("a", COOKIES, 3)])
-    await store.set_fact_layer("p", "on", True)
-    await store.set_fact_layer("q", "elsewhere", True)
+    await store.set_fact_layer("p", "off", False)  # on by default: only "off" is turned off
     paused: list[int] = []
 
     async def pause() -> None:
@@ -293,7 +292,7 @@ async def test_kg_command_domain_errors(store: MemoryStore) -> None:
         await kg_command(store, "q", "on", "t1")
     with pytest.raises(InvalidInput):
         await extract_facts(store, "p", "t1", batch=0)
-    assert (await store.fact_layer("p", "t1")).enabled is False
+    assert (await store.fact_layer("p", "t1")).enabled is True
 
 
 # -- the kg tool through MCP, and the kg command ------------------------------------------
@@ -336,7 +335,7 @@ async def test_kg_tool_status_on_stats_off_clear(store_url: str) -> None:
             await session.call_tool("kg", {"action": "burn"})
         cleared = await call(session, "kg", action="clear", thread_id="t1")
         after = await call(session, "kg", action="stats", thread_id="t1")
-    assert before["layer"] == {"thread_id": "t1", "partition": "claude", "enabled": False, "extracted_seq": -1}
+    assert before["layer"] == {"thread_id": "t1", "partition": "claude", "enabled": True, "extracted_seq": -1}
     assert before["stats"]["facts"] == 0
     assert (on["extracted"], on["layer"]["enabled"], on["layer"]["extracted_seq"]) == (3, True, 2)
     assert [(t["subject"], t["current"], t["superseded"]) for t in on["stats"]["topics"]] == [

@@ -2,7 +2,7 @@
 
 Facts are written with their EXTRACTED_FROM provenance, replaced by newer facts through
 SUPERSEDES, listed, counted by topic and cleared; each thread's fact layer is a switch
-(off by default) with an extraction cursor. Every promise of the protocol's docstrings
+(on by default) with an extraction cursor. Every promise of the protocol's docstrings
 is checked here on SQLite and on Neo4j through the shared ``store`` fixture.
 """
 
@@ -225,13 +225,16 @@ async def test_fact_layer_switch_and_cursor(store: MemoryStore) -> None:
     await thread(store, "t2", 1)
     await thread(store, "t3", 1, partition="q")
     state = await store.fact_layer("p", "t1")
-    assert (state.thread_id, state.partition, state.enabled, state.extracted_seq) == ("t1", "p", False, -1)
-    assert await store.fact_layer_threads("p") == []
+    # On by default: every thread is extracted unless turned off.
+    assert (state.thread_id, state.partition, state.enabled, state.extracted_seq) == ("t1", "p", True, -1)
+    assert sorted(s.thread_id for s in await store.fact_layer_threads("p")) == ["t1", "t2"]
 
-    on = await store.set_fact_layer("p", "t1", True)
-    assert (on.enabled, on.extracted_seq) == (True, -1)
-    await store.set_fact_layer("q", "t3", True)
+    off = await store.set_fact_layer("p", "t2", False)
+    assert (off.enabled, off.extracted_seq) == (False, -1)
+    await store.set_fact_layer("q", "t3", False)
     assert [s.thread_id for s in await store.fact_layer_threads("p")] == ["t1"]
+    assert [s.thread_id for s in await store.fact_layer_threads(None)] == ["t1"]
+    assert (await store.set_fact_layer("q", "t3", True)).enabled is True
     assert sorted(s.thread_id for s in await store.fact_layer_threads(None)) == ["t1", "t3"]
 
     assert (await store.advance_fact_cursor("p", "t1", 1)).extracted_seq == 1
@@ -247,9 +250,12 @@ async def test_fact_layer_switch_and_cursor(store: MemoryStore) -> None:
     assert await store.fact_layer_threads("p") == []
     assert (await store.fact_layer(None, "t1")).enabled is False
 
-    # Cursor first, switch later: the layer stays off until asked.
+    # A cursor moved on a thread turned off leaves it off; on a thread never switched, on.
     await store.advance_fact_cursor("p", "t2", 0)
     assert (await store.fact_layer("p", "t2")).enabled is False
+    await thread(store, "t4", 1)
+    await store.advance_fact_cursor("p", "t4", 0)
+    assert (await store.fact_layer("p", "t4")).enabled is True
 
     for call in (
         store.fact_layer("p", "missing"),

@@ -1,8 +1,8 @@
 """Memory handed back at session start: a second session of a project gets what the first one left.
 
 The first session is replayed through ``palimpsest hook claude``, compacted, and given
-a fact; the second session's ``SessionStart`` must then carry that fact, the first
-session's top summary (with its id, to expand) and its next steps, within
+a fact; the second session's ``SessionStart`` must then carry that fact, where the first
+session stands (with its top summary's id, to expand) and what it set out to do, within
 ``PALIMPSEST_STARTUP_BUDGET``, byte for byte the same on every call.
 """
 
@@ -86,9 +86,9 @@ def test_second_session_gets_the_first_ones_facts_and_summaries_within_budget(st
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("# Memory of project billing-api from earlier sessions (Palimpsest)\n")
     assert "grep_memories" in context and "expand_summary" in context
-    assert f"{FACT} (fact " in context
-    assert f"- {FIRST} (" in context and f"[summary {summary.id}]" in context
-    assert "## Open next steps" in context
+    assert f"{FACT} (decision, fact " in context
+    assert f"### {FIRST} (" in context and f"summary {summary.id})" in context
+    assert "## Where things stand" in context and "- Set out to: Add JWT auth to the billing API\n" in context
     assert estimate_tokens(context) <= 1500
     # The same memory gives the same bytes.
     assert start(store_url, SECOND).stdout == result.stdout

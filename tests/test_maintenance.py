@@ -549,7 +549,8 @@ async def test_the_standard_evolution_extracts_the_facts_of_threads_whose_layer_
     decision = "Decision: the API uses JWT access tokens signed with RS256 keys rotated weekly."
     for thread_id in ("t-on", "t-off"):
         await store.append_messages(PARTITION, thread_id, [NewMessage(role="assistant", content=decision)])
-    await store.set_fact_layer(PARTITION, "t-on", True)
+    await store.set_fact_layer(PARTITION, "t-off", False)  # on by default: `kg off` turns one off
+    assert evolution_steps(store, None, facts=False) == []  # PALIMPSEST_FACTS=off: no fact step
     steps = evolution_steps(store, None)
     assert [step.name for step in steps] == ["facts"]
 

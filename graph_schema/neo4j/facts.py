@@ -158,7 +158,7 @@ class Neo4jFacts(Neo4jBase):
         return await self._transaction(work, write=True)
 
     async def fact_layer_threads(self, partition: str | None, *, limit: int = 10_000) -> list[FactLayerState]:
-        """Thread nodes with ``facts_enabled`` set (see `MemoryStore`)."""
+        """Thread nodes whose ``facts_enabled`` is not false (see `MemoryStore`)."""
         check_limit(limit)
         rows = await self._query(q.FACT_LAYER_THREADS, partition=partition, limit=limit)
         return [_layer(row) for row in rows]

@@ -713,7 +713,7 @@ SET t.facts_seq = -1
 """
 
 _FACT_LAYER_RETURN: LiteralString = """
-RETURN t.id AS thread_id, t.partition AS partition, coalesce(t.facts_enabled, false) AS enabled,
+RETURN t.id AS thread_id, t.partition AS partition, coalesce(t.facts_enabled, true) AS enabled,
     coalesce(t.facts_seq, -1) AS extracted_seq, t.message_count AS message_count
 """
 
@@ -738,7 +738,7 @@ SET t.facts_seq = CASE WHEN coalesce(t.facts_seq, -1) < $seq THEN $seq ELSE t.fa
 FACT_LAYER_THREADS: LiteralString = (
     """
 MATCH (t:Thread)
-WHERE t.facts_enabled = true AND ($partition IS NULL OR t.partition = $partition)
+WHERE coalesce(t.facts_enabled, true) AND ($partition IS NULL OR t.partition = $partition)
 """
     + _FACT_LAYER_RETURN
     + """

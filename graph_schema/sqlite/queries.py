@@ -341,7 +341,7 @@ UPDATE fact_layer SET extracted_seq = -1
 WHERE partition = :partition AND (:thread_id IS NULL OR thread_id = :thread_id)
 """
 FACT_LAYER = """
-SELECT t.id AS thread_id, t.partition, coalesce(l.enabled, 0) AS enabled,
+SELECT t.id AS thread_id, t.partition, coalesce(l.enabled, 1) AS enabled,
        coalesce(l.extracted_seq, -1) AS extracted_seq, t.message_count
 FROM threads AS t LEFT JOIN fact_layer AS l ON l.partition = t.partition AND l.thread_id = t.id
 WHERE t.id = :thread_id AND (:partition IS NULL OR t.partition = :partition)
@@ -352,13 +352,13 @@ INSERT INTO fact_layer (partition, thread_id, enabled) VALUES (:partition, :thre
 ON CONFLICT (partition, thread_id) DO UPDATE SET enabled = excluded.enabled
 """
 ADVANCE_FACT_CURSOR = """
-INSERT INTO fact_layer (partition, thread_id, extracted_seq) VALUES (:partition, :thread_id, :seq)
+INSERT INTO fact_layer (partition, thread_id, enabled, extracted_seq) VALUES (:partition, :thread_id, 1, :seq)
 ON CONFLICT (partition, thread_id) DO UPDATE SET extracted_seq = max(extracted_seq, excluded.extracted_seq)
 """
 FACT_LAYER_THREADS = """
-SELECT t.id AS thread_id, t.partition, l.enabled, l.extracted_seq
-FROM fact_layer AS l JOIN threads AS t ON t.partition = l.partition AND t.id = l.thread_id
-WHERE l.enabled = 1 AND (:partition IS NULL OR t.partition = :partition)
+SELECT t.id AS thread_id, t.partition, coalesce(l.enabled, 1) AS enabled, coalesce(l.extracted_seq, -1) AS extracted_seq
+FROM threads AS t LEFT JOIN fact_layer AS l ON l.partition = t.partition AND l.thread_id = t.id
+WHERE coalesce(l.enabled, 1) = 1 AND (:partition IS NULL OR t.partition = :partition)
 ORDER BY t.updated_at DESC, t.id LIMIT :limit
 """
 

@@ -119,12 +119,12 @@ CREATE TABLE IF NOT EXISTS fact_supersedes (
 -- A fact is superseded at most once (its valid_until says when).
 CREATE UNIQUE INDEX IF NOT EXISTS fact_superseded_once ON fact_supersedes (superseded_id);
 
--- The fact layer of a thread (Thread.facts_enabled / facts_seq in Neo4j): off unless a
--- row says on; extracted_seq is the last message seq extraction has read.
+-- The fact layer of a thread (Thread.facts_enabled / facts_seq in Neo4j): on unless a
+-- row says off (`kg off`); extracted_seq is the last message seq extraction has read.
 CREATE TABLE IF NOT EXISTS fact_layer (
     partition     TEXT NOT NULL,
     thread_id     TEXT NOT NULL,
-    enabled       INTEGER NOT NULL DEFAULT 0,
+    enabled       INTEGER NOT NULL DEFAULT 1,
     extracted_seq INTEGER NOT NULL DEFAULT -1,
     PRIMARY KEY (partition, thread_id),
     FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id)

@@ -42,8 +42,8 @@ async def copy_thread(target: MemoryStore, snapshot: ThreadSnapshot, advance: Ad
 
 async def copy_fact_layer(target: MemoryStore, layer: FactLayerState) -> None:
     """The thread's fact-layer switch and extraction cursor, as the source had them."""
-    if layer.enabled:
-        await target.set_fact_layer(layer.partition, layer.thread_id, True)
+    if not layer.enabled:
+        await target.set_fact_layer(layer.partition, layer.thread_id, False)
     if layer.extracted_seq >= 0:
         await target.advance_fact_cursor(layer.partition, layer.thread_id, layer.extracted_seq)
 

@@ -89,7 +89,7 @@ async def export_memory(
             snapshot = await store.snapshot(listed.partition, listed.id)
             writer.write("thread", snapshot.thread)
             layer = await store.fact_layer(listed.partition, listed.id)
-            if layer.enabled or layer.extracted_seq >= 0:
+            if not layer.enabled or layer.extracted_seq >= 0:
                 writer.write("fact_layer", layer)
             for message in snapshot.messages:
                 writer.write("message", message)

@@ -212,7 +212,9 @@ async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> 
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm), settings.store_budget),
+            steps=evolution_steps(
+                opened, make_embedder(settings.embedder, settings.llm), settings.store_budget, facts=settings.facts
+            ),
         ).run_until(stop)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -252,7 +254,9 @@ def maintain(
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(opened, make_embedder(settings.embedder, settings.llm), settings.store_budget),
+            steps=evolution_steps(
+                opened, make_embedder(settings.embedder, settings.llm), settings.store_budget, facts=settings.facts
+            ),
         )
         if not show_bar:
             return await maintenance.run_once()

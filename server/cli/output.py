@@ -235,6 +235,10 @@ def ingest_progress(enabled: bool) -> Iterator[ProgressCallback | None]:
 # -- the fact layer and recall ----------------------------------------------------------
 
 
+#: Threads ``kg status`` names before "and N more" (every thread's layer is on by default).
+KG_THREADS_NAMED = 10
+
+
 def kg_view(result: KgResult) -> Group:
     """What a ``kg`` action did, the layer's state, then the facts grouped by topic."""
     lines: list[Text] = []
@@ -244,8 +248,10 @@ def kg_view(result: KgResult) -> Group:
         where = "nothing read yet" if read < 0 else f"read up to message seq {read}"
         lines.append(Text(f"fact layer of thread {result.layer.thread_id}: {state} ({where})"))
     elif result.action == "status":
-        on = ", ".join(state.thread_id for state in result.threads_on) or "none"
         count = len(result.threads_on)
+        named = [state.thread_id for state in result.threads_on[:KG_THREADS_NAMED]]
+        more = f" and {count - len(named)} more" if count > len(named) else ""
+        on = (", ".join(named) or "none") + more
         noun = "thread" if count == 1 else "threads"
         lines.append(Text(f"partition {result.partition}: fact layer on in {count} {noun} ({on})"))
     if result.action == "on":

@@ -255,6 +255,7 @@ async def run_hook(store: MemoryStore, request: HookRequest, *, partition: str, 
                 project=request.project,
                 resume=request.memory == "thread",
                 budget_tokens=budget,
+                cwd=request.cwd,
             )
             reply = request.reply(text)
     return HookOutcome(report, reply)

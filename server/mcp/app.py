@@ -137,7 +137,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
             settings.maintenance,
             summarizer,
             gate=gate,
-            steps=evolution_steps(live.runtime.store, embedder, settings.store_budget),
+            steps=evolution_steps(live.runtime.store, embedder, settings.store_budget, facts=settings.facts),
         )
         scheduler = AsyncIOScheduler()
         maintenance.start(scheduler)

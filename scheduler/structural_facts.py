@@ -1,0 +1,252 @@
+"""Facts read from what a session did (its tool calls and their results), not from its sentences.
+
+A transcript states plainly which files were written, which commands ran and how they
+ended, what was committed and which packages were added: no guess is needed, so these
+are the most dependable facts a session leaves. Each is written as a short sentence of
+our own (never the call's JSON) and cites the call and, when there is one, its result.
+
+Subjects, so that a later fact supersedes an earlier one about the same thing
+(`scheduler/facts.py`'s rule: same subject and kind, or a newer ``change``):
+
+- ``file:PATH``, kind ``change``: "Created PATH" / "Edited PATH" / "Deleted PATH";
+- ``command:CMD``, kind ``command``: "`CMD` passed (exit 0)" or "`CMD` failed (exit 1):
+  first error line"; a pass after a failure of the same command says so, with the
+  failure's error and the files edited in between (what fixed it);
+- ``commit:MESSAGE``, kind ``commit``: "Committed \"MESSAGE\"" (and the short hash git
+  printed), only for a commit that succeeded;
+- ``dependency:NAME``, kind ``dependency``: "Added dependency NAME (uv add)";
+- ``config:KEY``, kind ``configuration``: "Set KEY to VALUE" (``git config``, ``export``,
+  ``npm config set``, ``poetry config``).
+
+A call without a result yet yields nothing; `structural_facts` says where the unsettled
+calls begin, so extraction stops there and reads them again with their results.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from palimpsest.graph_schema.models import Message, Role
+from palimpsest.scheduler.session_facts import (
+    WRITE_TOOLS,
+    clip,
+    exit_status,
+    first_error_line,
+    path_arg,
+    shell_command,
+    tool_call,
+)
+
+#: Longest command shown in a fact (and used as its subject).
+COMMAND_CHARS = 120
+#: Files named as the fix of a failure, at most.
+FIX_FILES = 4
+#: Marks a failed command's fact, so a later pass can tell it follows a failure.
+FAILED = " failed ("
+
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
+_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]", re.MULTILINE)
+#: Package managers' "add a dependency" commands: program, subcommand(s).
+_ADDERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pip", ("install",)),
+    ("pip3", ("install",)),
+    ("uv", ("add",)),
+    ("poetry", ("add",)),
+    ("pdm", ("add",)),
+    ("npm", ("install", "i", "add")),
+    ("pnpm", ("add", "install", "i")),
+    ("yarn", ("add",)),
+    ("bun", ("add",)),
+    ("cargo", ("add",)),
+    ("go", ("get",)),
+    ("gem", ("install",)),
+)
+_SEPARATORS = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
+
+
+@dataclass(frozen=True)
+class StructuralFact:
+    """One fact: its sentence, kind and subject, and the messages it is read from."""
+
+    text: str
+    kind: str
+    subject: str
+    sources: tuple[str, ...]
+
+
+@dataclass
+class _Failure:
+    error: str
+    edited_since: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StructuralReading:
+    """What `structural_facts` read: the facts, and where the calls still without a result begin."""
+
+    facts: list[StructuralFact]
+    #: Index of the first message from which a call still awaits its result (len: none).
+    settled: int
+
+
+def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str] | None = None) -> StructuralReading:
+    """The facts a run of messages' tool calls state, oldest first.
+
+    Args:
+        messages: The messages, oldest first (a thread's batch).
+        prior_failures: ``command:CMD`` subjects whose current fact is a failure, and its
+            error, from before these messages: a pass of that command then reads
+            "passed after failing".
+    """
+    facts: list[StructuralFact] = []
+    failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
+    pending: dict[str, tuple[int, Message, str]] = {}
+    for index, message in enumerate(messages):
+        call = tool_call(message)
+        if call is not None:
+            if call.name in WRITE_TOOLS or call.name == "apply_patch":
+                for path, action in _written(call.name, call.args, call.raw):
+                    facts.append(
+                        StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (message.id,))
+                    )
+                    for failure in failures.values():
+                        if path not in failure.edited_since:
+                            failure.edited_since.append(path)
+                continue
+            command = shell_command(call.args) if call.args else None
+            if command is not None and call.id is not None:
+                pending[call.id] = (index, message, command)
+            continue
+        if message.role is Role.tool or message.metadata.get("kind") == "tool_result":
+            found = pending.pop(message.tool_call_id or "", None)
+            if found is not None:
+                _, call_message, command = found
+                facts += _command_facts(command, call_message, message, failures)
+    settled = min((index for index, *_ in pending.values()), default=len(messages))
+    return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
+
+
+def _before(fact: StructuralFact, messages: Sequence[Message], settled: int) -> bool:
+    """Whether every source of ``fact`` lies before the unsettled calls (the rest is read again later)."""
+    later = {message.id for message in messages[settled:]}
+    return not any(source in later for source in fact.sources)
+
+
+def _written(name: str, args: dict[str, Any], raw: str) -> list[tuple[str, str]]:
+    """The files a write call changes, with what it did to each."""
+    if name == "apply_patch":
+        patch = raw if not args else str(args.get("input", ""))
+        actions = {"Add": "created", "Update": "edited", "Delete": "deleted"}
+        return [(path.strip(), actions[verb]) for verb, path in _PATCH_FILE.findall(patch)]
+    path = path_arg(args)
+    if not path:
+        return []
+    return [(path, "created" if args.get("command") == "create" else WRITE_TOOLS[name])]
+
+
+def _command_facts(command: str, call: Message, result: Message, failures: dict[str, _Failure]) -> list[StructuralFact]:
+    """The facts of one finished shell command: its outcome, and any commit, dependency or setting it made."""
+    if "*** Begin Patch" in command:
+        return [
+            StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (call.id,))
+            for path, action in _written("apply_patch", {}, command)
+        ]
+    code, body = exit_status(result.content)
+    failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
+    shown = clip(command.splitlines()[0] + (" …" if "\n" in command.strip() else ""), COMMAND_CHARS)
+    subject = f"command:{shown}"
+    sources = (call.id, result.id)
+    status = f"exit {code}" if code is not None else ("error" if failed else "ok")
+    facts: list[StructuralFact] = []
+    if failed:
+        error = first_error_line(body)
+        failures[subject] = _Failure(error)
+        facts.append(StructuralFact(f"`{shown}`{FAILED}{status}): {error}", "command", subject, sources))
+        return facts
+    failure = failures.pop(subject, None)
+    text = f"`{shown}` passed ({status})"
+    if failure is not None:
+        text += f" after failing with: {failure.error}"
+        if failure.edited_since:
+            text += "; fixed by editing " + ", ".join(failure.edited_since[:FIX_FILES])
+    facts.append(StructuralFact(text, "command", subject, sources))
+    for words in _pipeline(command):
+        facts += _effects(words, body, sources)
+    return facts
+
+
+def _pipeline(command: str) -> list[list[str]]:
+    """Each simple command of a command line (``a && b; c``), split into words."""
+    parts: list[list[str]] = []
+    for piece in _SEPARATORS.split(command.splitlines()[0] if command.strip() else ""):
+        try:
+            words = shlex.split(piece)
+        except ValueError:
+            words = piece.split()
+        while words and "=" in words[0] and not words[0].startswith("-") and words[0] != "export":
+            words = words[1:]  # VAR=value before a program
+        if words:
+            parts.append(words)
+    return parts
+
+
+def _effects(words: list[str], output: str, sources: tuple[str, ...]) -> list[StructuralFact]:
+    """A commit, added dependencies or a setting that one successful simple command made."""
+    program, rest = words[0].rsplit("/", 1)[-1], words[1:]
+    if program == "git" and rest[:1] == ["commit"]:
+        message = _option(rest, ("-m", "--message"))
+        if message:
+            first = clip(message.splitlines()[0], COMMAND_CHARS)
+            found = _COMMIT_HASH.search(output)
+            at = f" as {found.group(1)}" if found else ""
+            return [StructuralFact(f'Committed "{first}"{at}', "commit", f"commit:{first}", sources)]
+        return []
+    if program == "git" and rest[:1] == ["config"]:
+        values = [word for word in rest[1:] if not word.startswith("-")]
+        return [_setting(values[0], " ".join(values[1:]), sources)] if len(values) >= 2 else []
+    if program == "export":
+        pairs = [word.split("=", 1) for word in rest if "=" in word and not word.startswith("-")]
+        return [_setting(key, value, sources) for key, value in pairs]
+    if rest[:2] == ["config", "set"] and len(rest) >= 4:
+        return [_setting(rest[2], rest[3], sources)]
+    if program in ("python", "python3") and rest[:2] == ["-m", "pip"]:
+        program, rest = "pip", rest[2:]
+    for adder, verbs in _ADDERS:
+        if program == adder and rest[:1] and rest[0] in verbs:
+            names = [word for word in rest[1:] if not word.startswith("-") and not word.startswith(".")]
+            if program in ("pip", "pip3") and "-r" in rest:
+                names = []
+            return [
+                StructuralFact(
+                    f"Added dependency {name} ({program} {rest[0]})",
+                    "dependency",
+                    f"dependency:{_package(name)}",
+                    sources,
+                )
+                for name in names
+            ]
+    return []
+
+
+def _setting(key: str, value: str, sources: tuple[str, ...]) -> StructuralFact:
+    return StructuralFact(f"Set {key} to {clip(value, COMMAND_CHARS)}", "configuration", f"config:{key}", sources)
+
+
+def _package(name: str) -> str:
+    """A requirement's package name, without its version (``fastapi>=0.110`` → ``fastapi``)."""
+    return re.split(r"[<>=!~\[;@ ]", name, maxsplit=1)[0].lower() or name.lower()
+
+
+def _option(words: list[str], names: tuple[str, ...]) -> str | None:
+    """The value of an option (``-m MSG``, ``--message=MSG``, ``-am MSG``)."""
+    for index, word in enumerate(words):
+        if word in names or (word.startswith("-") and not word.startswith("--") and word.endswith("m")):
+            return words[index + 1] if index + 1 < len(words) else None
+        for name in names:
+            if word.startswith(name + "="):
+                return word[len(name) + 1 :]
+    return None
