@@ -16,8 +16,9 @@ reads as a timeline, oldest first, in four named sections:
 How the budget is spent. Every token counted is ``identity.estimate_tokens`` of the text
 as it will be printed, headings and ids included, so ``total_tokens`` (the estimate of
 the whole text) never exceeds ``budget_tokens``. The never-compacted tail is the most
-valuable context, so sections are filled by priority, ``recent`` first, each up to a
-share of the budget (`SHARES`), then whatever is left goes round again in the same
+valuable context, so its newest message goes in first, alone, whenever it takes at most
+half the budget; then sections are filled by priority, ``recent`` first, each up to a
+share of the budget (`SHARES`), and whatever is left goes round again in the same
 order. Within a section, candidates are taken newest (or most relevant) first and
 whole: nothing is ever cut. A candidate that does not fit pauses its section (so
 ``recent`` stays one contiguous tail, not a scatter of short old messages), except one
@@ -223,6 +224,20 @@ class _Section:
                 used += self._take(candidate, cost, taken)
         return used
 
+    async def lead(self, room: int, taken: set[str]) -> int:
+        """Take the first candidate alone if it fits ``room``; return the tokens used.
+
+        The newest message is what an agent needs most: it goes in before any share is
+        handed out, so a summary or a recalled snippet never crowds it out.
+        """
+        if self._next or not self.candidates:
+            return 0
+        cost = await self._cost(self.candidates[0], room)
+        if cost is None:
+            return 0
+        self._next = 1
+        return self._take(self.candidates[0], cost, taken)
+
     async def _cost(self, candidate: _Candidate, room: int) -> int | None:
         """What taking the candidate costs now (its frame too, if it is the first), or None if over ``room``."""
         frame = 0 if self.chosen else self.frame
@@ -347,13 +362,14 @@ async def _fill(
     ]
     taken: set[str] = set()
     used = 0
+    by_name = {section.name: section for section in sections}
     if available > 0:
+        used += await by_name["recent"].lead(min(available, budget_tokens // 2), taken)
         for section in sections:
             used += await section.fill(min(section.share, available - used), taken)
         for section in sections:
             used += await section.fill(available - used, taken)
 
-    by_name = {section.name: section for section in sections}
     shown = [by_name[name] for name in TEXT_ORDER if name in by_name and by_name[name].chosen]
     pruned = [found for section in sections if (found := section.pruned(taken)) is not None]
     text = ""
