@@ -228,7 +228,7 @@ def run_server(
         InvalidInput: for an unknown transport, a malformed tokens file, or an
             unauthenticated HTTP server asked to listen beyond loopback.
     """
-    log_to_stderr(log_format)
+    log_to_stderr(log_format, logging.WARNING if transport == "stdio" else logging.INFO)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     if transport == "stdio":
         anyio.run(run_stdio, build_server(settings))
