@@ -1,6 +1,6 @@
 """The one hook runner every agent shares: stdin JSON in, the session's new messages stored, memory out.
 
-Why one runner: ``palimpsest hook claude|codex|windsurf|antigravity|cursor`` differ only
+Why one runner: ``palimpsest hook claude|codex|windsurf|antigravity|cursor|gemini`` differ only
 in what the agent sends and how it wants context back; what a hook promises is the same
 for all of them, so it is kept here once:
 
@@ -17,11 +17,18 @@ for all of them, so it is kept here once:
   once (the store ignores a ``message_id`` it holds);
 - all or nothing: every line is parsed and checked before the first write, so bad input
   leaves the store as it was;
+- never late: an agent may run its ``Stop`` hook before the turn's end is in its
+  transcript (``agy`` writes it seconds later), or for a session it never wrote one for
+  (Claude Code on ``claude mcp list``). A missing file is no error; a request with
+  ``follow_up_s`` whose thread does not end with the assistant's answer (`answered`)
+  says so in ``HookOutcome.follow_up``, and the hook command leaves a detached process
+  to catch up (`palimpsest.server.cli.hook_follow_up`); the conversation's next hook
+  call reads what is still missing anyway;
 - quick: this module imports only what storing needs; what hands memory back
   (`palimpsest.server.retrieval.startup`) is imported only on the events that ask for it.
 
 Each agent's module (``claude_hook``, ``codex_hook``, ``windsurf``, ``antigravity``,
-``cursor``) turns its stdin into a `HookRequest`; `run_hook` does the rest.
+``cursor``, ``gemini``) turns its stdin into a `HookRequest`; `run_hook` does the rest.
 """
 
 from __future__ import annotations
