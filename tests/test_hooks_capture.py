@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.models import Message, NewMessage, ReadPosition, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.cli.hook_follow_up import waits
 from palimpsest.server.cli.main import app
 from palimpsest.server.retrieval.startup import project_memory
 from tests.agent_captures import (
@@ -223,6 +224,12 @@ def test_a_late_transcript_is_caught_up_by_the_follow_up_and_replaying_adds_noth
     for event in ("Stop", "SessionEnd"):
         real_hook(store_url, partition, claude_payload(transcript, event), "off")
     assert [m.id for m in stored(store_url, partition, CLAUDE_SESSION)] == ids
+
+
+def test_the_follow_up_looks_again_and_again_until_its_window_closes() -> None:
+    assert waits(10.0) == [0.5, 1.0, 2.0, 4.0, 2.5]
+    assert sum(waits(30.0)) == 30.0 and waits(30.0)[:5] == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert waits(0.0) == []
 
 
 def test_the_next_hook_call_stores_an_answer_written_after_stop(store_url: str, tmp_path: Path) -> None:

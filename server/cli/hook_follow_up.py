@@ -30,22 +30,31 @@ from palimpsest.server.cli.hook_command import HOOKS, HookCall, parse_hook_call
 FIRST_WAIT_S = 0.5
 
 
-def start_follow_up(call: HookCall, payload: str) -> None:
-    """Start the follow-up of ``call`` detached, the payload on its stdin, and return at once."""
+def start_follow_up(call: HookCall, payload: str) -> bool:
+    """Start the follow-up of ``call`` detached, the payload on its stdin, and return at once.
+
+    Returns:
+        Whether it started. A follow-up that cannot start (no process left, say) is no
+        error of the hook: the conversation's next hook call reads what it would have.
+    """
     args = [sys.executable, "-m", "palimpsest.server.cli.hook_follow_up", call.agent]
     for flag, value in (("--partition", call.partition), ("--store", call.store)):
         if value is not None:
             args += [flag, value]
-    process = subprocess.Popen(
-        args,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert process.stdin is not None
-    with process.stdin:
-        process.stdin.write(payload.encode("utf-8"))
+    try:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert process.stdin is not None
+        with process.stdin:
+            process.stdin.write(payload.encode("utf-8"))
+    except OSError:
+        return False
+    return True
 
 
 def waits(window_s: float) -> list[float]:
