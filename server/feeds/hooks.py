@@ -56,8 +56,8 @@ from palimpsest.server.feeds.transcripts import (
     project_from_cwd,
 )
 
-#: Seconds an agent may take, after its ``Stop``, to finish writing the turn to its transcript
-#: (seen: Claude Code and Codex flush within a second; ``agy`` sets its own, longer).
+#: Seconds an agent may take, after its ``Stop``, to finish writing the turn to its transcript:
+#: a margin for a last line flushed late (``agy``, which writes the file seconds after, sets its own).
 LATE_TRANSCRIPT_S = 10.0
 #: Kinds of an assistant message that do not end a turn: a call waits for its result.
 _NOT_AN_ANSWER = frozenset({"tool_use", "thinking"})
