@@ -467,3 +467,21 @@ class StoredVector(NamedTuple):
     node_id: str
     model: str
     vector: list[float]
+
+
+# -- hooks: where reading a transcript stopped ------------------------------------------
+
+
+class ReadPosition(_Model):
+    """Where a hook stopped reading one transcript file of a thread, kept apart from the messages.
+
+    Bookkeeping of this machine (``path`` is a local file), not the conversation: it
+    is never exported or migrated with the thread.
+    """
+
+    path: str = Field(min_length=1, description="The transcript file, as the agent named it.")
+    offset: int = Field(ge=0, description="Byte offset just after the last whole line read.")
+    line: int = Field(ge=1, description="Number of the line that starts at `offset`.")
+    fingerprint: str = Field(
+        "", description="What the file looked like when read (the hook's own format); empty when unknown."
+    )

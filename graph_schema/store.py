@@ -34,6 +34,7 @@ from palimpsest.graph_schema.models import (
     NewFact,
     NewMessage,
     NewSummary,
+    ReadPosition,
     SearchHit,
     SearchKind,
     StoredVector,
@@ -619,5 +620,22 @@ class MemoryStore(Protocol):
         :returns: How many messages came back.
         :raises NotFound: if no such run is recorded.
         :raises InvalidInput: if ``messages`` are not exactly the run's messages, in seq order.
+        """
+        ...
+
+    # -- hooks: read positions --------------------------------------------------------
+    #
+    # Where a hook stopped reading each transcript file of a thread: bookkeeping of the
+    # machine the agent runs on, kept apart from the messages (never in their metadata)
+    # and never exported.
+
+    async def read_positions(self, partition: str, thread_id: str) -> list[ReadPosition]:
+        """The thread's read positions, one per file, in path order; none for an unknown thread."""
+        ...
+
+    async def save_read_positions(self, partition: str, thread_id: str, positions: Sequence[ReadPosition]) -> None:
+        """Record where reading each file stopped, replacing that file's earlier position.
+
+        The thread need not exist yet (a transcript may hold no message so far).
         """
         ...

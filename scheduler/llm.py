@@ -25,8 +25,6 @@ import json
 import re
 from collections.abc import Sequence
 
-import openai
-
 from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
 from palimpsest.graph_schema.models import Message, Summary
 from palimpsest.scheduler.config import LlmSettings
@@ -153,6 +151,8 @@ class LlmSummarizer:
 
     async def _complete(self, system: str, request: str) -> str:
         """One chat completion, bounded by the configured timeout per attempt."""
+        import openai  # here, not at the top: a second of a server's start, and only a configured model uses it
+
         key = self.settings.api_key.get_secret_value() if self.settings.api_key else PLACEHOLDER_API_KEY
         deadline = self.settings.timeout * (self.max_retries + 1) + 5.0
         try:

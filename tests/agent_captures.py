@@ -372,3 +372,136 @@ def append_lines(path: Path, lines: list[dict[str, Any]]) -> None:
     with path.open("a", encoding="utf-8") as handle:
         for line in lines:
             handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+# -- Claude Code and Codex: what the agents write themselves ------------------------------
+#
+# Shapes taken from public captures (nothing copied):
+#
+# - Claude Code, a turn that never reached the model: an ``assistant`` line with top-level
+#   ``isApiErrorMessage: true``, ``error`` (``authentication_failed``, ``rate_limit``,
+#   ``server_error``) and ``apiErrorStatus``, whose ``message.model`` is ``<synthetic>`` and
+#   whose content is one text block ("Please run /login · API Error: 401 ...", "API Error:
+#   529 Overloaded ...", "Not logged in · Please run /login"): the record k-k1/agent-fleet
+#   measured on Claude Code's transcripts (``workspace/agent/internal/transcript``, an expired
+#   login, 2026-08-06), and the persisted API-error records (rate limit, 2026-08-09) that
+#   Claude Code transcript readers' tests rebuild from Claude Code 2.1's own.
+# - Claude Code fires ``SessionEnd`` for a session whose transcript was never written (every
+#   ``claude mcp list``): ``{"session_id", "transcript_path", "cwd", "hook_event_name":
+#   "SessionEnd", "reason": "other"}``, the path naming no file (seen running Claude Code 2.1
+#   on a scratch HOME).
+# - Codex rollouts: the user message Codex writes at a session's start, one ``input_text``
+#   part ``# AGENTS.md instructions for <cwd>\n\n<INSTRUCTIONS>\n...\n</INSTRUCTIONS>`` and
+#   another ``<environment_context>\n  <cwd>...</cwd>\n  <shell>zsh</shell>\n</environment_context>``;
+#   ``<skills_instructions>``, ``<turn_aborted>`` and ``<codex_internal_context source="goal">``
+#   user messages; a ``developer`` message of permission instructions: as Codex rollout
+#   importers' test fixtures hold them (public code found by the code search for
+#   ``environment_context`` rollouts).
+
+CLAUDE_SESSION = "8d0e6f2a-1b3c-4d5e-9f7a-6b5c4d3e2f1a"
+CODEX_SESSION = "019e2a41-5c3b-7d20-a1f4-3e9b8c7d6a5f"
+CODEX_CWD = "/home/dana/src/ledger"
+
+
+def claude_record(kind: str, uuid: str, text: str, second: int, parent: str | None, **extra: Any) -> dict[str, Any]:
+    """A Claude Code transcript line (``user`` or ``assistant``), one text block."""
+    message: dict[str, Any] = {"role": kind, "content": [{"type": "text", "text": text}]}
+    if kind == "assistant":
+        message = {"id": f"msg_{uuid}", "type": "message", "model": "claude-opus-4-5", **message}
+    return {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": WORKSPACE,
+        "sessionId": CLAUDE_SESSION,
+        "version": "2.1.226",
+        "gitBranch": "main",
+        "type": kind,
+        "message": message,
+        "uuid": uuid,
+        "timestamp": f"2026-08-09T10:0{second // 60}:{second % 60:02d}.000Z",
+        **extra,
+    }
+
+
+def claude_synthetic(uuid: str, text: str, second: int, parent: str, error: str, status: int) -> dict[str, Any]:
+    """The line Claude Code writes in the model's place when it never reached it."""
+    line = claude_record(
+        "assistant", uuid, text, second, parent, error=error, isApiErrorMessage=True, apiErrorStatus=status
+    )
+    line["message"]["model"] = "<synthetic>"
+    line["message"]["usage"] = {"input_tokens": 0, "output_tokens": 0}
+    return line
+
+
+def claude_session_with_failed_turns() -> list[dict[str, Any]]:
+    """A session whose first two turns never reached the model (logged out, then rate limited), then one that did."""
+    return [
+        claude_record("user", "u1", "Why does the refresh test fail?", 0, None),
+        claude_synthetic(
+            "a1",
+            "Please run /login · API Error: 401 OAuth access token has expired. Re-authenticate to continue.",
+            1,
+            "u1",
+            "authentication_failed",
+            401,
+        ),
+        claude_record("user", "u2", "Why does the refresh test fail?", 60, "a1"),
+        claude_synthetic("a2", "API Error: Usage credits required.", 61, "u2", "rate_limit", 429),
+        claude_record("user", "u3", "Why does the refresh test fail?", 120, "a2"),
+        claude_record("assistant", "a3", "rotate() drops the token's audience; the test expects it kept.", 125, "u3"),
+    ]
+
+
+def codex_line(second: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": f"2026-08-10T08:00:{second:02d}.000Z", "type": kind, "payload": payload}
+
+
+def codex_message(second: int, role: str, *texts: str) -> dict[str, Any]:
+    part = "output_text" if role == "assistant" else "input_text"
+    content = [{"type": part, "text": text} for text in texts]
+    return codex_line(second, "response_item", {"type": "message", "role": role, "content": content})
+
+
+AGENTS_MD = (
+    f"# AGENTS.md instructions for {CODEX_CWD}\n\n<INSTRUCTIONS>\nRun pytest -q before you answer.\n</INSTRUCTIONS>"
+)
+ENVIRONMENT = f"<environment_context>\n  <cwd>{CODEX_CWD}</cwd>\n  <shell>zsh</shell>\n</environment_context>"
+SKILLS = "<skills_instructions>\n## Skills\n- ledger-import: how rows are read\n</skills_instructions>"
+GOAL = (
+    '<codex_internal_context source="goal">\nContinue working toward the active thread goal.\n</codex_internal_context>'
+)
+PERMISSIONS = "<permissions instructions>\nFilesystem sandboxing: workspace-write.\n</permissions instructions>"
+CODEX_PROMPT = "Make the importer skip blank rows"
+CODEX_ANSWER = "The importer now skips blank rows; the 9 importer tests pass."
+
+
+def codex_rollout_with_injections() -> list[dict[str, Any]]:
+    """A Codex rollout: what Codex writes itself around one request of the user and its answer."""
+    meta = {
+        "id": CODEX_SESSION,
+        "timestamp": "2026-08-10T08:00:00.000Z",
+        "cwd": CODEX_CWD,
+        "originator": "codex_cli_rs",
+    }
+    return [
+        codex_line(0, "session_meta", meta),
+        codex_message(1, "developer", PERMISSIONS),
+        codex_message(2, "user", AGENTS_MD, ENVIRONMENT),
+        codex_message(3, "user", SKILLS),
+        codex_line(4, "turn_context", {"turn_id": "t0", "cwd": CODEX_CWD, "model": "gpt-5.5-codex"}),
+        codex_message(5, "user", CODEX_PROMPT),
+        codex_message(6, "assistant", CODEX_ANSWER),
+        codex_message(7, "user", GOAL),
+    ]
+
+
+#: (role, injected_as) of each message the rollout stores, in order.
+CODEX_MARKS = [
+    ("system", "developer_instructions"),
+    ("user", "agents_md"),
+    ("user", "skills_instructions"),
+    ("user", None),
+    ("assistant", None),
+    ("user", "codex_internal_context"),
+]

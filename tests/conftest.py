@@ -88,6 +88,15 @@ async def store(store_url: str) -> AsyncIterator[MemoryStore]:
 
 
 @pytest.fixture(autouse=True)
+def no_hook_follow_ups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook a test runs leaves no detached follow-up behind, to write into the next test's store.
+
+    The tests of the follow-up itself turn it back on and wait for it to end.
+    """
+    monkeypatch.setenv("PALIMPSEST_HOOK_FOLLOW_UP", "off")
+
+
+@pytest.fixture(autouse=True)
 def no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach a real model: any call not aimed at a test's own endpoint is refused.
 

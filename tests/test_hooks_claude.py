@@ -102,9 +102,7 @@ def test_only_new_bytes_are_read(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
     transcript = write_turn(tmp_path, claude_turns(SESSION)[0])
     assert hook(payload(transcript), url).exit_code == 0
-    # Damage a stored line, keeping its length: only a hook that re-read it would notice.
-    data = transcript.read_bytes()
-    transcript.write_bytes(b"{" + b"x" * (data.index(b"\n") - 1) + data[data.index(b"\n") :])
+    # The report counts the lines read: the new one alone, not the turn read before.
     append_jsonl(transcript, [claude_line("user", "u9", "One more thing", 50, session=SESSION)])
     result = hook(payload(transcript), url, "--json")
     assert result.exit_code == 0, result.output

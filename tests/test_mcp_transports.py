@@ -2,7 +2,8 @@
 
 Over stdio (what one IDE starts) the long scenario runs on both stores: 500 messages,
 compaction, a phrase from an early message found by grep, its covering summary expanded
-back to the phrase verbatim; and stdout is checked to carry protocol bytes only. Over
+back to the phrase verbatim; and stdout is checked to carry protocol bytes only, stderr
+nothing at all (background maintenance on or off). Over
 streamable HTTP with a tokens file: a missing or wrong token is refused at the door, and
 a windsurf token cannot read claude's partition.
 """
@@ -97,7 +98,9 @@ async def test_stdio_remembers_compacts_and_expands(store_url: str) -> None:
     assert (stats["partition"], stats["threads"], stats["messages"]) == ("claude", 1, 500)
 
 
-async def test_stdio_stdout_carries_protocol_bytes_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheduler", ["on", "off"])
+async def test_stdio_stdout_carries_protocol_bytes_only_and_stderr_nothing(tmp_path: Path, scheduler: str) -> None:
+    # A client shows every stderr line as the server's error: a start where nothing is wrong prints none.
     requests = [
         {
             "jsonrpc": "2.0",
@@ -120,7 +123,7 @@ async def test_stdio_stdout_carries_protocol_bytes_only(tmp_path: Path) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=server_env(),
+        env=server_env(PALIMPSEST_SCHEDULER=scheduler),
     )
     assert process.stdin is not None
     process.stdin.write(b"".join(json.dumps(request).encode() + b"\n" for request in requests))
@@ -133,8 +136,9 @@ async def test_stdio_stdout_carries_protocol_bytes_only(tmp_path: Path) -> None:
             assert raw, "the server closed stdout before answering"
             lines.append(json.loads(raw))
         process.stdin.close()
-        rest, _ = await process.communicate()
+        rest, errors = await process.communicate()
     lines.extend(json.loads(raw) for raw in rest.splitlines() if raw.strip())
+    assert errors.decode() == ""
     assert all(line["jsonrpc"] == "2.0" for line in lines)
     [answer] = [line for line in lines if line.get("id") == 2]
     assert answer["result"]["structuredContent"]["partition"] == "windsurf"

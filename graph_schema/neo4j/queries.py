@@ -1046,3 +1046,50 @@ MATCH (a:ArchivedRange)
 WHERE $partition IS NULL OR a.partition = $partition
 RETURN count(a) AS runs, coalesce(sum(a.last_seq - a.first_seq + 1), 0) AS messages
 """
+
+# -- hooks: read positions ----------------------------------------------------------------
+
+READ_POSITIONS: LiteralString = """
+MATCH (p:ReadPosition {partition: $partition, thread_id: $thread_id})
+RETURN p.path AS path, p.offset AS offset, p.line AS line, p.fingerprint AS fingerprint
+ORDER BY path
+"""
+
+SAVE_READ_POSITIONS: LiteralString = """
+UNWIND $positions AS position
+MERGE (p:ReadPosition {partition: $partition, thread_id: $thread_id, path: position.path})
+SET p.offset = position.offset, p.line = position.line, p.fingerprint = position.fingerprint
+"""
+
+#: Whether a one-time data migration has run on this store.
+MIGRATION_DONE: LiteralString = """
+OPTIONAL MATCH (g:StoreMigration {name: $name})
+RETURN g.done_at IS NOT NULL AS done
+"""
+
+#: The migration's node, locked (so two processes opening the store at once migrate once).
+MIGRATION_LOCK: LiteralString = """
+MERGE (g:StoreMigration {name: $name})
+SET g._lock = true
+REMOVE g._lock
+RETURN g.done_at IS NOT NULL AS done
+"""
+
+MIGRATION_RECORD: LiteralString = """
+MATCH (g:StoreMigration {name: $name})
+SET g.done_at = datetime()
+"""
+
+#: Messages whose metadata still holds the read positions older hooks kept there.
+CURSOR_MESSAGES: LiteralString = """
+MATCH (m:Message)
+WHERE m.metadata CONTAINS '"hook_cursor"'
+RETURN m.id AS id, m.partition AS partition, m.thread_id AS thread_id, m.metadata AS metadata
+ORDER BY partition, thread_id, m.seq
+"""
+
+SET_MESSAGE_METADATA: LiteralString = """
+UNWIND $rows AS row
+MATCH (m:Message {id: row.id})
+SET m.metadata = row.metadata
+"""

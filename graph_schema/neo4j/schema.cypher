@@ -55,3 +55,9 @@ CREATE RANGE INDEX embedding_partition IF NOT EXISTS FOR (e:Embedding) ON (e.par
 // label, so SUMMARIZES and NEXT edges stay and restoring finds it by id.
 CREATE RANGE INDEX archived_range_thread IF NOT EXISTS FOR (a:ArchivedRange) ON (a.thread_id);
 CREATE RANGE INDEX archived_message_id IF NOT EXISTS FOR (m:ArchivedMessage) ON (m.id);
+
+// Hooks: where reading each transcript file of a thread stopped, one node per file
+// (bookkeeping of the agent's machine, apart from the messages, never exported); and a
+// record of each one-time data migration, so opening a migrated store costs one lookup.
+CREATE CONSTRAINT read_position_key IF NOT EXISTS FOR (p:ReadPosition) REQUIRE (p.partition, p.thread_id, p.path) IS UNIQUE;
+CREATE CONSTRAINT store_migration_name IF NOT EXISTS FOR (g:StoreMigration) REQUIRE g.name IS UNIQUE;

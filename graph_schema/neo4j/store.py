@@ -4,9 +4,9 @@ Why it looks the way it does:
 
 - `Neo4jStore` is assembled from one class per feature, each in its own module over
   the shared plumbing of `base`: the summary DAG (`dag`), facts (`facts`), vectors
-  (`vectors`), maintenance (`maintenance`), transfer (`transfer`) and archiving
-  (`archive`). This module adds the lifecycle, threads and messages, text search and
-  stats.
+  (`vectors`), maintenance (`maintenance`), transfer (`transfer`), archiving
+  (`archive`) and hooks' read positions (`positions`). This module adds the
+  lifecycle, threads and messages, text search and stats.
 - Every query is a module constant with parameters only (the driver types queries as
   ``LiteralString`` to push exactly this), run in managed transactions so the driver
   retries transient failures (deadlocks, leader switches) on its own.
@@ -61,6 +61,7 @@ from palimpsest.graph_schema.neo4j.base import (
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
+from palimpsest.graph_schema.neo4j.positions import Neo4jPositions
 from palimpsest.graph_schema.neo4j.transfer import Neo4jTransfer
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, prepare_append
@@ -91,7 +92,9 @@ def _epoch_us(value: datetime) -> int:
     return (cast(datetime, aware(value)) - EPOCH) // _MICROSECOND
 
 
-class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, Neo4jArchive, MemoryStore):
+class Neo4jStore(
+    Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, Neo4jArchive, Neo4jPositions, MemoryStore
+):
     """`MemoryStore` on a Neo4j 5 server (or cluster, or Aura) over Bolt.
 
     Args:
@@ -107,7 +110,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
     # -- lifecycle ----------------------------------------------------------------
 
     async def initialize(self) -> None:
-        """Connect, apply ``cypher/schema.cypher`` idempotently and wait for the indexes."""
+        """Connect, apply ``cypher/schema.cypher`` idempotently, wait for the indexes, migrate data once."""
         if self._driver is None:
             password = self._credentials.password
             try:
@@ -141,6 +144,7 @@ class Neo4jStore(Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTran
                     if _SCHEMA_ALREADY_THERE not in (exc.code or ""):
                         raise
         await self._query(q.AWAIT_INDEXES)
+        await self.move_legacy_positions()
 
     async def _drop_stale_text_index(self, driver: AsyncDriver) -> None:
         """Drop ``memory_text`` when it was made with another analyzer than the schema's.

@@ -4,13 +4,15 @@
 a table that is already there, so a file written before a change would fail on the
 first statement that relies on it. ``migrate`` runs first in
 ``SqliteStore.initialize()`` and is idempotent: on a new or current file it changes
-nothing. Two changes so far:
+nothing. Three changes so far:
 
 - ``threads.secrets_redacted``, the count of credentials redaction replaced
   (``graph_schema/redact.py``): one added column.
 - Threads keyed by (partition, id) instead of id alone (invariant 7 of
   docs/architecture.md): the tables naming a thread are rebuilt in one transaction,
   foreign keys off meanwhile, as SQLite's documented way to change a key requires.
+- Read positions in their own table instead of message metadata ``hook_cursor``
+  (`palimpsest.graph_schema.sqlite.positions`): moved over when the table is first made.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 
 from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.graph_schema.sqlite.positions import move_legacy_positions
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -30,8 +33,15 @@ def migrate(conn: sqlite3.Connection, schema: str) -> None:
         return
     if "secrets_redacted" not in _columns(conn, "threads"):
         conn.execute(q.ADD_SECRETS_REDACTED)
-    if {row[0] for row in conn.execute(q.THREAD_KEY)} == {"partition", "id"}:
-        return
+    positions_missing = not _columns(conn, "read_positions")
+    if {row[0] for row in conn.execute(q.THREAD_KEY)} != {"partition", "id"}:
+        _rekey(conn, schema)
+    if positions_missing:
+        move_legacy_positions(conn, schema)
+
+
+def _rekey(conn: sqlite3.Connection, schema: str) -> None:
+    """Rebuild the tables naming a thread under the (partition, id) key."""
     if not _columns(conn, "fact_layer"):
         conn.executescript(schema)  # a file older than the fact layer: create its table first
     conn.execute("PRAGMA foreign_keys = OFF")

@@ -560,3 +560,24 @@ WHERE :partition IS NULL OR partition = :partition
 BYTES_ON_DISK = """
 SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
 """
+
+# -- hooks: read positions --------------------------------------------------------------
+
+READ_POSITIONS = """
+SELECT path, offset, line, fingerprint FROM read_positions
+WHERE partition = :partition AND thread_id = :thread_id ORDER BY path
+"""
+SAVE_READ_POSITION = """
+INSERT INTO read_positions (partition, thread_id, path, offset, line, fingerprint)
+VALUES (:partition, :thread_id, :path, :offset, :line, :fingerprint)
+ON CONFLICT (partition, thread_id, path)
+DO UPDATE SET offset = excluded.offset, line = excluded.line, fingerprint = excluded.fingerprint
+"""
+#: Files from before read positions had a table: the hook kept them in the metadata key
+#: ``hook_cursor`` of a message (``{path: [offset, line]}``), newest last in seq order.
+CURSOR_MESSAGES = """
+SELECT id, partition, thread_id, metadata FROM messages
+WHERE metadata LIKE '%"hook_cursor"%' AND json_extract(metadata, '$.hook_cursor') IS NOT NULL
+ORDER BY partition, thread_id, seq
+"""
+SET_MESSAGE_METADATA = "UPDATE messages SET metadata = :metadata WHERE id = :id"

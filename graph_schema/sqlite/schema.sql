@@ -252,3 +252,17 @@ CREATE TABLE IF NOT EXISTS archived_ranges (
     PRIMARY KEY (partition, thread_id, first_seq),
     FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id)
 ) WITHOUT ROWID;
+
+-- Hooks: where reading each transcript file of a thread stopped (a byte offset at a line
+-- start, its line number, and what the file looked like then). Bookkeeping of this
+-- machine, apart from the messages: never exported. No foreign key: a transcript may
+-- be read before its thread holds a message.
+CREATE TABLE IF NOT EXISTS read_positions (
+    partition   TEXT NOT NULL,
+    thread_id   TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    offset      INTEGER NOT NULL,
+    line        INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    PRIMARY KEY (partition, thread_id, path)
+) WITHOUT ROWID;

@@ -9,15 +9,23 @@ and leaves anything else (``--help``, an unknown agent or flag) to the typer gro
 ``palimpsest.server.cli.feed``, which registers the same command with the same flags
 and help and answers usage errors. A test keeps the two parsers' flags the same.
 
+A ``Stop`` that finds the transcript without the turn's end (not written yet, or not
+all) leaves a detached process behind to catch up (`palimpsest.server.cli.hook_follow_up`):
+the hook itself returns at once, exit 0, printing nothing more.
+
 This module imports at the top only what parsing needs; running the hook imports the rest.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 
+#: ``off`` starts no follow-up after a ``Stop`` whose transcript lacks the turn's end
+#: (the next hook call of the conversation then stores it).
+FOLLOW_UP_SETTING = "PALIMPSEST_HOOK_FOLLOW_UP"
 #: Each agent's hook: its request builder (module, function), and its help.
 HOOKS: dict[str, tuple[str, str, str]] = {
     "claude": (
@@ -128,10 +136,15 @@ def run_hook_call(call: HookCall) -> int:
         return await run_hook(opened, request, partition=partition, budget=settings.startup_budget)
 
     try:
-        request = build(read_payload(sys.stdin.read()))
+        payload = sys.stdin.read()
+        request = build(read_payload(payload))
         outcome = asyncio.run(on_store(settings, work))
     except PalimpsestError as exc:
         return _fail(str(exc))
+    if outcome.follow_up and os.environ.get(FOLLOW_UP_SETTING, "on").lower() != "off":
+        from palimpsest.server.cli.hook_follow_up import start_follow_up
+
+        start_follow_up(call, payload)
     if call.json:
         from palimpsest.server.cli import output
 

@@ -29,6 +29,12 @@ def main() -> None:
 
         call = parse_hook_call(sys.argv[2:])
         sys.exit(run_hook_call(call) if call is not None else run_hook_group(sys.argv[2:]))
+    if sys.argv[1:2] == ["serve"]:
+        # An agent starts a server for every session and waits for its initialize answer:
+        # the cycle collector would walk, again and again, the classes and schemas the MCP
+        # SDK builds on import (about a tenth of the start), to free nothing. `run_server` turns
+        # it back on once the server is built.
+        gc.disable()
     from palimpsest.server.cli.main import app
 
     app()

@@ -26,7 +26,12 @@ counted. The mapping, decided once here:
 
 Every message's metadata keeps what helps a later search: ``source``, ``kind``,
 ``model``, ``git_branch``, ``cwd``, ``parent_uuid`` and flags (``sidechain`` for a
-subagent's lines, ``meta`` for injected ones, ``compact_summary``, ``is_error``).
+subagent's lines, ``meta`` for injected ones, ``compact_summary``, ``is_error``). A turn
+that never reached the model (Claude Code writes it as the assistant's, with ``model``
+``<synthetic>`` and ``isApiErrorMessage``: not logged in, network down, a rate limit)
+is kept, marked ``synthetic`` (and ``api_error``, with its ``error`` and
+``api_error_status``), so it is never taken for the assistant's words or the
+session's work.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ PARTITION = "claude"
 SOURCE = "claude-code"
 #: What ``recognizes`` says of a line that only Claude Code writes but that names no session.
 MAYBE_CLAUDE = "claude?"
+#: The ``model`` of a turn Claude Code wrote itself because the model was never reached.
+SYNTHETIC_MODEL = "<synthetic>"
 #: Line types holding conversation; every other type is bookkeeping.
 CONVERSATION_TYPES = frozenset({"user", "assistant"})
 #: Bookkeeping lines Claude Code writes without a ``sessionId``.
@@ -97,6 +104,9 @@ class _Line(BaseModel):
     is_meta: bool | None = Field(None, alias="isMeta")
     is_compact_summary: bool | None = Field(None, alias="isCompactSummary")
     is_api_error: bool | None = Field(None, alias="isApiErrorMessage")
+    #: Why a turn never reached the model (``authentication_failed``, ``rate_limit``, ...).
+    error: Any = None
+    api_error_status: int | None = Field(None, alias="apiErrorStatus")
 
     @property
     def thread_id(self) -> str:
@@ -235,6 +245,8 @@ def _line_metadata(line: _Line) -> dict[str, Any]:
         "parent_uuid": line.parent_uuid,
         "agent_id": line.agent_id if line.is_sidechain else None,
         "workflow_agent": line.workflow_agent,
+        "error": line.error,
+        "api_error_status": line.api_error_status,
     }
     metadata.update({key: value for key, value in optional.items() if value})
     flags = {
@@ -242,6 +254,7 @@ def _line_metadata(line: _Line) -> dict[str, Any]:
         "meta": line.is_meta is True,
         "compact_summary": line.is_compact_summary is True,
         "api_error": line.is_api_error is True,
+        "synthetic": line.is_api_error is True or line.message.model == SYNTHETIC_MODEL,
     }
     metadata.update({key: True for key, value in flags.items() if value})
     return metadata

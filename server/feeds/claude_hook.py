@@ -11,8 +11,12 @@ finished turn), ``PreCompact`` and ``SessionEnd``, with a JSON object on stdin:
   earlier sessions for ``source`` ``startup`` or ``clear``, this thread's context for
   ``resume`` or ``compact`` (the agent's own compaction just dropped it).
 
-On ``SessionStart`` the transcript may not exist yet (a new session); on any other
-event a missing transcript is an error.
+A missing transcript is no error, on any event: a new session has none yet, and Claude
+Code fires ``SessionEnd`` (and can fire ``Stop``) for sessions it never wrote one for,
+on every ``claude mcp list`` and ``claude mcp get``. The hook then stores nothing, exits
+0 and prints nothing (an error there would show under the user's command). A ``Stop``
+whose transcript is missing or lacks the turn's end asks for a follow-up
+(``follow_up_s``): Claude Code may flush the last line a moment after the hook.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.server.feeds.claude_code import FORMAT, PARTITION, parse_claude_code, recognizes
 from palimpsest.server.feeds.hooks import (
+    LATE_TRANSCRIPT_S,
     HookRequest,
     TranscriptFile,
     answer_session_start,
@@ -58,22 +62,20 @@ def claude_request(payload: dict[str, Any]) -> HookRequest:
     """Claude Code's payload as a `HookRequest`.
 
     Raises:
-        InvalidInput: without ``session_id`` or ``transcript_path``, or, on an event
-            other than ``SessionStart``, a transcript that is not a file.
+        InvalidInput: without ``session_id`` or ``transcript_path``.
     """
     session = text_field(payload, "session_id", required=True)
     path_text = text_field(payload, "transcript_path", required=True)
     assert session is not None and path_text is not None
     event = text_field(payload, "hook_event_name") or "Stop"
     transcript = Path(path_text).expanduser()
-    starting = event == "SessionStart"
-    if not transcript.is_file() and not starting:
-        raise InvalidInput(f"transcript {transcript} of session {session!r} is not a file")
-    files = [TranscriptFile(transcript, parse_claude_code)] if transcript.is_file() else []
+    files = [TranscriptFile(transcript, parse_claude_code)]
     files += [TranscriptFile(path, parse_claude_code, _is_claude_transcript) for path in subagent_files(transcript)]
     request = HookRequest(
         agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files
     )
-    if starting:
+    if event == "SessionStart":
         answer_session_start(request, payload)
+    elif event == "Stop":
+        request.follow_up_s = LATE_TRANSCRIPT_S
     return request

@@ -15,9 +15,12 @@ mapping, decided once here:
   ingesting again adds nothing and a grown rollout adds its new lines;
 - ``message`` → a message of its role (``developer`` becomes ``system``, keeping
   ``codex_role``); its text parts joined, images as ``[image]`` with the part kept whole
-  in metadata ``blocks``. The context Codex
-  injects as user messages (``<environment_context>``, ``<user_instructions>``,
-  AGENTS.md) is kept, marked with metadata ``injected``;
+  in metadata ``blocks``. What Codex writes itself, never the user's words, is kept but
+  marked ``injected: true`` with ``injected_as`` saying what it is: a user or system
+  message that is one ``<snake_case>`` element (``environment_context``,
+  ``user_instructions``, ``skills_instructions``, ``turn_aborted``, ...) or the AGENTS.md
+  preamble (``agents_md``), and every ``developer`` message (``developer_instructions``
+  unless it is one of those). The start-of-session memory leaves them out;
 - ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
   assistant messages ``name arguments`` with ``tool_call_id`` = the ``call_id``;
   ``function_call_output`` and ``custom_tool_call_output`` → ``tool`` messages;
@@ -66,7 +69,7 @@ ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_c
 #: Codex roles and the Palimpsest role each becomes.
 _ROLES = {"user": Role.user, "assistant": Role.assistant, "system": Role.system, "developer": Role.system}
 #: A user message Codex writes itself: one ``<snake_case>`` element, or the AGENTS.md preamble.
-_INJECTED_TAG = re.compile(r"\A\s*<([a-z_]+)>.*</\1>\s*\Z", re.DOTALL)
+_INJECTED_TAG = re.compile(r"\A\s*<([a-z_]+)(?:\s[^>]*)?>.*</\1>\s*\Z", re.DOTALL)
 _AGENTS_MD = "# AGENTS.md instructions"
 _TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
 
@@ -147,7 +150,7 @@ def _output(payload: dict[str, Any], kept: list[dict[str, Any]]) -> tuple[str, b
 
 
 def _injected(text: str) -> str | None:
-    """What kind of context Codex injected as a user message, if it is one."""
+    """What kind of context Codex injected as a message, if it is one (its element's tag, or ``agents_md``)."""
     if text.lstrip().startswith(_AGENTS_MD):
         return "agents_md"
     match = _INJECTED_TAG.match(text)
@@ -166,9 +169,11 @@ def _message(payload: dict[str, Any]) -> Piece | None:
     extra: dict[str, Any] = {"blocks": kept} if kept else {}
     if role_name == "developer":
         extra["codex_role"] = role_name
-    injected = _injected(text) if role is Role.user else None
+    injected = _injected(text) if role is not Role.assistant else None
+    if injected is None and role_name == "developer":
+        injected = "developer_instructions"
     if injected is not None:
-        extra["injected"] = injected
+        extra.update(injected=True, injected_as=injected)
     return Piece(role, text, "text", extra=extra)
 
 

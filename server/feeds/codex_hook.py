@@ -8,6 +8,9 @@ then found under ``$CODEX_HOME/sessions`` (default ``~/.codex/sessions``) by the
 session id its name ends with. On ``SessionStart`` Codex takes
 ``hookSpecificOutput.additionalContext`` (always printed there, even empty: Codex
 refuses a SessionStart output without it); on the other events nothing is printed.
+A rollout not found (not written yet, or never) is no error: nothing is stored, and a
+``Stop`` whose rollout is missing or lacks the turn's end asks for a follow-up
+(``follow_up_s``) that stores it once Codex has written it.
 """
 
 from __future__ import annotations
@@ -16,9 +19,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.server.feeds.codex import FORMAT, PARTITION, parse_codex
-from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, answer_session_start, text_field
+from palimpsest.server.feeds.hooks import (
+    LATE_TRANSCRIPT_S,
+    HookRequest,
+    TranscriptFile,
+    answer_session_start,
+    text_field,
+)
 
 AGENT = PARTITION
 
@@ -42,23 +50,19 @@ def codex_request(payload: dict[str, Any]) -> HookRequest:
     """Codex's payload as a `HookRequest`.
 
     Raises:
-        InvalidInput: without ``session_id``; or, on an event other than
-            ``SessionStart``, when neither ``transcript_path`` nor the sessions folder
-            holds the rollout.
+        InvalidInput: without ``session_id``.
     """
     session = text_field(payload, "session_id", required=True)
     assert session is not None
     event = text_field(payload, "hook_event_name") or "Stop"
     given = text_field(payload, "transcript_path")
     rollout = Path(given).expanduser() if given else find_rollout(session)
-    starting = event == "SessionStart"
-    if (rollout is None or not rollout.is_file()) and not starting:
-        where = rollout if rollout is not None else f"no rollout-*{session}.jsonl under {sessions_dir()}"
-        raise InvalidInput(f"rollout of session {session!r} is not a file ({where})")
-    files = [TranscriptFile(rollout, parse_codex)] if rollout is not None and rollout.is_file() else []
+    files = [TranscriptFile(rollout, parse_codex)] if rollout is not None else []
     request = HookRequest(
         agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files
     )
-    if starting:
+    if event == "SessionStart":
         answer_session_start(request, payload)
+    elif event == "Stop":
+        request.follow_up_s = LATE_TRANSCRIPT_S
     return request

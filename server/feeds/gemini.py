@@ -9,7 +9,8 @@ Gemini CLI runs hooks from ``settings.json`` with ``{"session_id", "transcript_p
   (``chats/<session id>/*.jsonl``), into the session's thread. The recording holds every
   message, thought and tool call with their own ids and times, so a turn that an
   ``AfterAgent`` hook sent back for another try (``stop_hook_active``: the same prompt, a
-  new response) keeps its one prompt and both responses, as Gemini recorded them.
+  new response) keeps its one prompt and both responses, as Gemini recorded them. An
+  ``AfterAgent`` whose recording lacks the response asks for a follow-up (``follow_up_s``).
 - Without a recording (Gemini CLI can run with recording off): ``AfterAgent`` stores the
   payload's ``prompt`` and ``prompt_response``, the prompt only when ``stop_hook_active`` is
   false (a retry repeats it), ids fixed by the payload so a payload sent twice adds
@@ -27,6 +28,7 @@ from typing import Any
 from palimpsest.graph_schema.models import Role
 from palimpsest.server.feeds.gemini_chat import SOURCE, parse_gemini_chat
 from palimpsest.server.feeds.hooks import (
+    LATE_TRANSCRIPT_S,
     HookRequest,
     IncrementalParser,
     TranscriptFile,
@@ -89,6 +91,8 @@ def gemini_request(payload: dict[str, Any]) -> HookRequest:
         request.transcripts.append(TranscriptFile(transcript, _parser(session, project, None)))
         for path in subagent_files(transcript, session):
             request.transcripts.append(TranscriptFile(path, _parser(session, project, path.stem)))
+        if event == "AfterAgent":
+            request.follow_up_s = LATE_TRANSCRIPT_S
     elif event == "AfterAgent":
         _after_agent(request, session, payload)
     if event == "SessionStart":

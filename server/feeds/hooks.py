@@ -1,30 +1,41 @@
 """The one hook runner every agent shares: stdin JSON in, the session's new messages stored, memory out.
 
-Why one runner: ``palimpsest hook claude|codex|windsurf|antigravity|cursor`` differ only
+Why one runner: ``palimpsest hook claude|codex|windsurf|antigravity|cursor|gemini`` differ only
 in what the agent sends and how it wants context back; what a hook promises is the same
 for all of them, so it is kept here once:
 
 - the thread is the agent's session id, the partition the agent's (or ``--partition``);
-- incremental: each transcript is read from where the last run stopped. That position
-  is kept in the store itself, in metadata ``hook_cursor`` of the last message a run
-  appends (``{path: [byte offset, line number]}`` of every file it read), so a turn of a
-  100 MB session reads only the turn. A cursor that no longer fits the file (the file
-  shrank, or the offset is not at a line start) is ignored and the file read whole;
+- incremental: each transcript is read from where the last run stopped. That read
+  position (byte offset, line number and a `fingerprint` of the file) is kept in the
+  store, apart from the messages (`MemoryStore.read_positions`), so a turn of a 100 MB
+  session reads only the turn. A file whose stamp (modification time, size) is the one
+  read last is not opened; a position that no longer fits the file (it shrank, the
+  offset is not at a line start, or its head or the end of the read part changed: a
+  rewrite, even to the same size) is dropped and the file read from the start;
 - idempotent: every message has a source id fixed by its place in the transcript, so a
   file read twice, or two hook processes racing on one transcript, store each message
   once (the store ignores a ``message_id`` it holds);
 - all or nothing: every line is parsed and checked before the first write, so bad input
   leaves the store as it was;
+- never late: an agent may run its ``Stop`` hook before the turn's end is in its
+  transcript (``agy`` writes it seconds later), or for a session it never wrote one for
+  (Claude Code on ``claude mcp list``). A missing file is no error; a request with
+  ``follow_up_s`` whose thread does not end with the assistant's answer (`answered`)
+  says so in ``HookOutcome.follow_up``, and the hook command leaves a detached process
+  to catch up (`palimpsest.server.cli.hook_follow_up`); the conversation's next hook
+  call reads what is still missing anyway;
 - quick: this module imports only what storing needs; what hands memory back
   (`palimpsest.server.retrieval.startup`) is imported only on the events that ask for it.
 
 Each agent's module (``claude_hook``, ``codex_hook``, ``windsurf``, ``antigravity``,
-``cursor``) turns its stdin into a `HookRequest`; `run_hook` does the rest.
+``cursor``, ``gemini``) turns its stdin into a `HookRequest`; `run_hook` does the rest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +44,7 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from palimpsest.graph_schema.errors import InvalidInput, NotFound
-from palimpsest.graph_schema.models import NewMessage, Role
+from palimpsest.graph_schema.models import NewMessage, ReadPosition, Role
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.feeds.append import FileIngest, append_transcript
 from palimpsest.server.feeds.transcripts import (
@@ -45,11 +56,15 @@ from palimpsest.server.feeds.transcripts import (
     project_from_cwd,
 )
 
-#: Metadata key of the read positions a hook run leaves on its last message.
-CURSOR_KEY = "hook_cursor"
-#: Newest messages of a thread searched for a cursor (messages appended by other means
-#: since, an MCP ``append_messages`` say, push it back).
-CURSOR_LOOKBACK = 50
+#: Seconds an agent may take, after its ``Stop``, to finish writing the turn to its transcript:
+#: a margin for a last line flushed late (``agy``, which writes the file seconds after, sets its own).
+LATE_TRANSCRIPT_S = 10.0
+#: Kinds of an assistant message that do not end a turn: a call waits for its result.
+_NOT_AN_ANSWER = frozenset({"tool_use", "thinking"})
+#: Newest messages of a thread searched for its last answer (system notes after it are skipped).
+ANSWER_LOOKBACK = 20
+#: Bytes of a file's head, and of the end of its read part, a read position's fingerprint covers.
+FINGERPRINT_BYTES = 4096
 
 MemoryKind = Literal["project", "thread"]
 
@@ -90,7 +105,8 @@ class HookRequest:
     #: Where to write the project's memory as a rules file (Windsurf, which cannot inject).
     rules_file: Path | None = None
     #: Seconds the agent may take to finish writing its transcript after this hook returns
-    #: (Antigravity's ``agy`` writes it after ``Stop``): the runner catches up on what arrives
+    #: (every agent's ``Stop``; ``agy`` writes it after ``Stop``, often seconds later): when
+    #: the turn's end is not stored yet, a detached process catches up on what arrives
     #: within them without keeping the agent waiting. 0: the transcript is complete now.
     follow_up_s: float = 0.0
 
@@ -106,6 +122,9 @@ class HookOutcome:
 
     report: FileIngest
     reply: str | None = None
+    #: The turn's end is not stored yet though the agent may still write it: catch up
+    #: for ``follow_up_s`` seconds after the hook returns (`palimpsest.server.cli.hook_follow_up`).
+    follow_up: bool = False
 
 
 def read_payload(text: str) -> dict[str, Any]:
@@ -155,70 +174,72 @@ def hook_message(
         raise InvalidInput(f"hook input on stdin: {describe_validation(exc)}") from None
 
 
-async def _stored_cursor(store: MemoryStore, partition: str, thread_id: str) -> dict[str, list[int]]:
-    """The read positions the newest run on this thread left, or none."""
-    try:
-        thread = await store.get_thread(partition, thread_id)
-    except NotFound:
-        return {}
-    if thread.message_count == 0:
-        return {}
-    first = max(0, thread.message_count - CURSOR_LOOKBACK)
-    for message in reversed(await store.get_messages(partition, thread_id, first_seq=first)):
-        found = message.metadata.get(CURSOR_KEY)
-        if isinstance(found, dict):
-            return {key: value for key, value in found.items() if _is_position(value)}
-    return {}
+def fingerprint(path: Path, stat: os.stat_result, offset: int) -> str:
+    """What ``path`` looked like when read up to ``offset``: ``mtime_ns:size:digest``.
+
+    The stamp (modification time and size) says, without reading, that nothing changed;
+    the digest of the file's first and last ``FINGERPRINT_BYTES`` before ``offset`` tells
+    a file that only grew (the read part unchanged: reading resumes at ``offset``) from
+    one rewritten (Windsurf's revert, ``agy`` rewriting a step in place), even to the
+    same size: that one is read again from the start.
+    """
+    return f"{stat.st_mtime_ns}:{stat.st_size}:{_digest(path, offset)}"
 
 
-def _is_position(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(isinstance(item, int) and item >= 0 for item in value)
+def _digest(path: Path, offset: int) -> str:
+    with path.open("rb") as handle:
+        head = handle.read(min(offset, FINGERPRINT_BYTES))
+        handle.seek(max(0, offset - FINGERPRINT_BYTES))
+        tail = handle.read(min(offset, FINGERPRINT_BYTES))
+    return hashlib.sha256(head + b"\0" + tail).hexdigest()[:32]
 
 
-def _valid_start(path: Path, position: list[int] | None, size: int) -> FilePosition | None:
-    """Where to resume in ``path``: the stored position if it still ends a line of the file."""
-    if position is None:
-        return None
-    offset, line = position
-    if offset == 0 or offset > size:
+def _stamp(stat: os.stat_result) -> str:
+    return f"{stat.st_mtime_ns}:{stat.st_size}:"
+
+
+def _valid_start(path: Path, known: ReadPosition | None, size: int) -> FilePosition | None:
+    """Where to resume in ``path``: the stored position, if it still ends a line of the same file.
+
+    A position moved from an older store has no fingerprint: its offset is trusted if it
+    ends a line.
+    """
+    if known is None or known.offset == 0 or known.offset > size:
         return None
     with path.open("rb") as handle:
-        handle.seek(offset - 1)
-        return FilePosition(offset, line) if handle.read(1) == b"\n" else None
+        handle.seek(known.offset - 1)
+        if handle.read(1) != b"\n":
+            return None
+    digest = known.fingerprint.rpartition(":")[2]
+    if digest and digest != _digest(path, known.offset):
+        return None
+    return FilePosition(known.offset, known.line)
 
 
 def _read(
-    request: HookRequest, partition: str, cursor: dict[str, list[int]]
-) -> tuple[list[ParsedTranscript], dict[str, list[int]]]:
+    request: HookRequest, partition: str, positions: dict[str, ReadPosition]
+) -> tuple[list[ParsedTranscript], list[ReadPosition]]:
     """Every transcript's unread part, parsed and checked, and the positions reached."""
     parsed: list[ParsedTranscript] = []
-    reached = dict(cursor)
+    reached: list[ReadPosition] = []
     for item in request.transcripts:
         key = str(item.path)
         try:
-            size = item.path.stat().st_size
+            stat = item.path.stat()
         except OSError:
             continue
-        known = cursor.get(key)
-        if known is not None and known[0] == size:
+        known = positions.get(key)
+        if known is not None and known.fingerprint.startswith(_stamp(stat)):
             continue
         if known is None and item.is_transcript is not None and not item.is_transcript(item.path):
             continue
         state = ReadState()
-        parsed.append(
-            item.parse(item.path, partition=partition, start=_valid_start(item.path, known, size), state=state)
-        )
-        reached[key] = [state.position.offset, state.position.line]
+        start = _valid_start(item.path, known, stat.st_size)
+        parsed.append(item.parse(item.path, partition=partition, start=start, state=state))
+        offset, line = state.position.offset, state.position.line
+        seen = fingerprint(item.path, stat, offset)
+        reached.append(ReadPosition(path=key, offset=offset, line=line, fingerprint=seen))
     return parsed, reached
-
-
-def _with_cursor(batches: list[IngestBatch], thread_id: str, reached: dict[str, list[int]]) -> None:
-    """Leave the positions reached on the last message this run appends to the session's thread."""
-    for batch in reversed(batches):
-        if batch.thread_id == thread_id and batch.messages:
-            last = batch.messages[-1]
-            batch.messages[-1] = last.model_copy(update={"metadata": {**last.metadata, CURSOR_KEY: reached}})
-            return
 
 
 async def run_hook(store: MemoryStore, request: HookRequest, *, partition: str, budget: int) -> HookOutcome:
@@ -228,16 +249,20 @@ async def run_hook(store: MemoryStore, request: HookRequest, *, partition: str, 
         InvalidInput: naming ``FILE:LINE`` for a bad line; nothing written.
         Conflict: if the session is stored in another partition; nothing written.
     """
-    cursor = await _stored_cursor(store, partition, request.thread_id) if request.transcripts else {}
-    parsed, reached = _read(request, partition, cursor)
+    positions: dict[str, ReadPosition] = {}
+    if request.transcripts:
+        positions = {item.path: item for item in await store.read_positions(partition, request.thread_id)}
+    parsed, reached = _read(request, partition, positions)
     batches = [batch for item in parsed for batch in item.batches]
     if request.inline:
         batches.append(IngestBatch(partition, request.thread_id, request.project, list(request.inline), 1))
-    if parsed and reached != cursor:
-        _with_cursor(batches, request.thread_id, reached)
     combined = ParsedTranscript(batches, sum(item.skipped for item in parsed))
     origin = request.transcripts[0].path if request.transcripts else Path("<stdin>")
     report = await append_transcript(store, origin, request.agent, combined)
+    # After the messages: a run that dies between the two reads the same lines again, and
+    # the store keeps each message once.
+    await store.save_read_positions(partition, request.thread_id, reached)
+    follow_up = request.follow_up_s > 0 and not await answered(store, request, partition)
     reply = None
     if request.memory is not None or request.rules_file is not None:
         from palimpsest.server.retrieval import startup
@@ -258,7 +283,27 @@ async def run_hook(store: MemoryStore, request: HookRequest, *, partition: str, 
                 cwd=request.cwd,
             )
             reply = request.reply(text)
-    return HookOutcome(report, reply)
+    return HookOutcome(report, reply, follow_up)
+
+
+async def answered(store: MemoryStore, request: HookRequest, partition: str) -> bool:
+    """Whether the session's transcript is there and its thread ends with the assistant's answer.
+
+    The last message that is not a system note must be the assistant's own words (not a
+    tool call, not thinking): anything else is a turn whose end the agent has not
+    written yet, or a transcript not written at all.
+    """
+    if not request.transcripts or not request.transcripts[0].path.is_file():
+        return False
+    try:
+        thread = await store.get_thread(partition, request.thread_id)
+    except NotFound:
+        return False
+    first = max(0, thread.message_count - ANSWER_LOOKBACK)
+    for message in reversed(await store.get_messages(partition, request.thread_id, first_seq=first)):
+        if message.role is not Role.system:
+            return message.role is Role.assistant and message.metadata.get("kind") not in _NOT_AN_ANSWER
+    return False
 
 
 #: ``SessionStart`` sources after which the agent lost its own context of this thread.

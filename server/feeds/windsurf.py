@@ -7,7 +7,8 @@ stdin; thread = ``trajectory_id``. Two ways in, both accepted:
 - ``post_cascade_response_with_transcript``: ``tool_info.transcript_path`` names the
   conversation's JSONL log, one step a line, ``{"type": T, "status", T: {...}}``; every
   step is stored (`WindsurfSteps`, read by `palimpsest.server.feeds.steps`). A
-  transcript not written yet is no error: nothing is read, the next call reads it;
+  transcript not written yet, or without the response's end, is no error: what is
+  there is stored, a follow-up (``follow_up_s``) and the next call read the rest;
 - ``pre_user_prompt`` (``tool_info.user_prompt``, or ``prompt`` in some builds) and
   ``post_cascade_response`` (``tool_info.response``): the prompt and the reply, stored
   as they come, ids ``<execution_id>:prompt`` / ``<execution_id>:response``.
@@ -44,7 +45,7 @@ from typing import Any
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Role
-from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, hook_message, text_field
+from palimpsest.server.feeds.hooks import LATE_TRANSCRIPT_S, HookRequest, TranscriptFile, hook_message, text_field
 from palimpsest.server.feeds.steps import StepRead, kept_whole, parse_steps, rendered
 from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, Piece, ReadState, project_from_cwd
 
@@ -184,6 +185,7 @@ def windsurf_request(payload: dict[str, Any]) -> HookRequest:
             )
 
         request.transcripts.append(TranscriptFile(path, parse))
+        request.follow_up_s = LATE_TRANSCRIPT_S
     elif event == "pre_user_prompt":
         prompt = text_field(tool_info, "user_prompt", "prompt")
         if prompt:

@@ -13,6 +13,7 @@ the same app also answers ``/health`` (``health.py``) and serves the viewer at `
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import logging
 import socket
@@ -228,10 +229,12 @@ def run_server(
         InvalidInput: for an unknown transport, a malformed tokens file, or an
             unauthenticated HTTP server asked to listen beyond loopback.
     """
-    log_to_stderr(log_format)
+    log_to_stderr(log_format, logging.WARNING if transport == "stdio" else logging.INFO)
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     if transport == "stdio":
-        anyio.run(run_stdio, build_server(settings))
+        server = build_server(settings)
+        gc.enable()  # off while the console script imported and built the server
+        anyio.run(run_stdio, server)
         return
     if transport != "http":
         raise InvalidInput(f"unknown transport {transport!r}: use stdio or http")
@@ -248,6 +251,7 @@ def run_server(
             port,
         )
     server = build_server(settings)
+    gc.enable()
     # uvicorn without its own logging config hands its lines to the root handler above.
     uvicorn_config = {"log_config": None} if log_format is LogFormat.json else None
     sockets = [listening] if listening is not None else None

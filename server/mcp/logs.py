@@ -43,8 +43,13 @@ class JsonLines(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def log_to_stderr(log_format: LogFormat = LogFormat.text) -> None:
-    """Send every log line to stderr in ``log_format`` (once: an existing root handler is kept)."""
+def log_to_stderr(log_format: LogFormat = LogFormat.text, level: int = logging.INFO) -> None:
+    """Send log lines of ``level`` and above to stderr in ``log_format`` (once: an existing root handler is kept).
+
+    A stdio server logs warnings and errors only: its client shows every stderr line as
+    an error of the server (Claude Code logs each as ``[ERROR] ... Server stderr``), so a
+    start where nothing is wrong must print nothing.
+    """
     root = logging.getLogger()
     if root.handlers:
         return
@@ -59,4 +64,4 @@ def log_to_stderr(log_format: LogFormat = LogFormat.text) -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(level)
