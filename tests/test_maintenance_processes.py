@@ -30,6 +30,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import compact_thread
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
+from palimpsest.scheduler.maintenance import STOPPED_COMPACTION, STOPPED_EVOLUTION
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow
@@ -39,12 +40,9 @@ THRESHOLD = 8
 KEEP_RECENT = 3
 #: (partition, thread) pairs the writer appends to.
 THREADS = [("claude", "t-a"), ("claude", "t-b"), ("windsurf", "t-c"), ("windsurf", "t-d")]
-#: Seconds a server may take to stop once its stdin closes (a pass ends at its next pause).
-STOP_SECONDS = 20
-#: What a compaction cycle stopped by shutdown records.
-STOPPED = "stopped between summaries by shutdown; the thread in progress is finished next tick"
-#: The first server may be stopped in its evolution tick as well as in its compaction tick.
-STOPPED_EVOLUTION = "stopped between steps by shutdown"
+#: Seconds a server may take to stop once its stdin closes (a pass ends at its next pause;
+#: generous, for a loaded machine).
+STOP_SECONDS = 30
 
 
 def maintenance_env(store_url: str) -> dict[str, str]:
@@ -126,8 +124,8 @@ async def all_cycles(store: MemoryStore) -> list[MaintenanceCycle]:
 
 
 async def assert_no_lease_left(store: MemoryStore) -> None:
-    """A new holder takes every job and thread lease at once: nothing is stuck."""
-    names = ["job:compaction", "job:evolution"] + [f"compact:{p}:{t}" for p, t in THREADS]
+    """A new holder takes every step's and thread's lease at once: nothing is stuck."""
+    names = ["evolve:facts"] + [f"compact:{p}:{t}" for p, t in THREADS]
     for name in names:
         assert await store.acquire_lease(name, "checker", 30), f"lease {name} was left behind"
         await store.release_lease(name, "checker")
@@ -170,7 +168,9 @@ async def test_servers_sharing_a_store_keep_every_thread_digested(store_url: str
 
             # Write until every server has run maintenance and the first one has been
             # stopped, then four more seconds with the other two.
-            await eventually(first_stopped, 40, "the servers never all ran maintenance")
+            # Generous deadlines: a loaded machine (CI has two cores) starts and runs the
+            # servers slowly; these waits only guard against a hang.
+            await eventually(first_stopped, 120, "the servers never all ran maintenance")
             loop = asyncio.get_running_loop()
             stopped_at = loop.time()
             while loop.time() < stopped_at + 4:
@@ -181,7 +181,7 @@ async def test_servers_sharing_a_store_keep_every_thread_digested(store_url: str
                 floor = THRESHOLD + KEEP_RECENT + 1
                 return not await writer.compaction_candidates(None, min_uncovered=floor, limit=10)
 
-            await eventually(settled, 20, "the backlog never came back under the threshold", 0.2)
+            await eventually(settled, 90, "the backlog never came back under the threshold", 0.2)
             codes = [await server.stop() for server in running[1:]]
             logs = [server.log.read_text() for server in running]
         assert codes == [0, 0], logs
@@ -194,19 +194,16 @@ async def test_servers_sharing_a_store_keep_every_thread_digested(store_url: str
             leaves = sorted((s.first_seq, s.last_seq) for s in snapshot.summaries if s.level == 1)
             assert all(prev[1] < nxt[0] for prev, nxt in zip(leaves, leaves[1:], strict=False)), leaves
             assert any(summary.level >= 2 for summary in snapshot.summaries), f"{thread} never escalated"
-        # The leases kept processes apart: none ever found its summaries written by another.
+        # The leases kept processes apart on each thread: none ever found its summaries
+        # written by another (processes do compact different threads at once).
         assert not [line for log in logs for line in log.splitlines() if "is busy" in line], logs
         cycles = await all_cycles(writer)
-        for job in ("compaction", "evolution"):
-            runs = sorted((c.started_at, c.finished_at, c.holder) for c in cycles if c.job == job)
-            overlaps = [(a, b) for a, b in zip(runs, runs[1:], strict=False) if b[0] < a[1]]
-            assert overlaps == [], f"two {job} cycles ran at once"
         # Every server took part. Which of them happened to fold the backlog is the
         # leases' choice (under load one may win every race), so that is not asserted.
         assert all(server.ran_in(cycles) for server in running), [c.holder for c in cycles]
-        # A pass the first server's shutdown cut short is not counted in its cycle.
+        # Cycles count what they wrote (a pass cut short by shutdown too, see the next test).
         assert 0 < sum(cycle.summaries for cycle in cycles) <= await summary_count(writer)
-        assert {error for cycle in cycles for error in cycle.errors} <= {STOPPED, STOPPED_EVOLUTION}
+        assert {error for cycle in cycles for error in cycle.errors} <= {STOPPED_COMPACTION, STOPPED_EVOLUTION}
         await assert_no_lease_left(writer)
     finally:
         await writer.close()
@@ -222,13 +219,13 @@ async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(sto
             async def started() -> bool:
                 return await summary_count(store) > 0
 
-            await eventually(started, 20, "the server never started compacting", 0.2)
+            await eventually(started, 60, "the server never started compacting", 0.2)
             assert await server.stop() == 0, server.log.read_text()
         written = await summary_count(store)
         assert await check_store(store) == []
         [cycle] = [cycle for cycle in await all_cycles(store) if cycle.job == "compaction"]
-        assert cycle.errors == [STOPPED], "the pass was not stopped midway (make the backlog larger)"
-        assert written > 0
+        assert cycle.errors == [STOPPED_COMPACTION], "the pass was not stopped midway (make the backlog larger)"
+        assert cycle.summaries == written > 0, "the stopped cycle does not count what it wrote"
         await assert_no_lease_left(store)
         # The next process finishes what the stopped one left (leaves or escalations):
         # afterwards nothing is due and the DAG is still whole.
@@ -263,7 +260,7 @@ async def test_maintain_runs_in_the_foreground_until_interrupted(tmp_path: Path)
                 jobs = {cycle.job for cycle in await all_cycles(store)}
                 return jobs == {"compaction", "evolution"}
 
-            await eventually(cycled, 20, "maintain recorded no cycles", 0.2)
+            await eventually(cycled, 60, "maintain recorded no cycles", 0.2)
             process.send_signal(signal.SIGINT)
             code = await asyncio.wait_for(process.wait(), STOP_SECONDS)
         finally:
@@ -272,7 +269,7 @@ async def test_maintain_runs_in_the_foreground_until_interrupted(tmp_path: Path)
                 await process.wait()
         assert code == 0, log.read_text()
         assert await store.count_uncovered("claude", "t-a") <= THRESHOLD + KEEP_RECENT
-        assert await store.acquire_lease("job:compaction", "checker", 30, now=utcnow() + timedelta(seconds=1))
+        assert await store.acquire_lease("compact:claude:t-a", "checker", 30, now=utcnow() + timedelta(seconds=1))
         assert "compaction cycle" in log.read_text()
     finally:
         await store.close()
