@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -64,7 +65,7 @@ def maintenance_env(store_url: str) -> dict[str, str]:
 
 
 class Server:
-    """One ``palimpsest serve`` over stdio, kept alive by a stdin nobody writes to."""
+    """One ``palimpsest serve``; over stdio it is kept alive by a stdin nobody writes to."""
 
     def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
         self.process = process
@@ -85,17 +86,29 @@ class Server:
         return any(cycle.holder.rsplit(":", 2)[1] == str(self.process.pid) for cycle in cycles)
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 @asynccontextmanager
-async def servers(store_url: str, count: int, tmp_path: Path) -> AsyncIterator[list[Server]]:
+async def servers(
+    store_url: str, count: int, tmp_path: Path, *, transport: str = "stdio"
+) -> AsyncIterator[list[Server]]:
     """Start ``count`` servers on one store; kill any left running on the way out."""
     started: list[Server] = []
     try:
         for index in range(count):
             log = tmp_path / f"server-{index}.log"
+            http = ["--transport", "http", "--port", str(free_port())] if transport == "http" else []
             with log.open("wb") as stderr:
                 process = await asyncio.create_subprocess_exec(
                     PALIMPSEST,
                     "serve",
+                    *http,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=stderr,
@@ -236,6 +249,45 @@ async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(sto
             assert again.status == "nothing_to_do"
         assert not await store.compaction_candidates(None, min_uncovered=THRESHOLD + KEEP_RECENT + 1, limit=5)
         assert await check_store(store) == []
+    finally:
+        await store.close()
+
+
+#: What a clean stop must not print: a traceback, a cancelled job, a lease left to expire.
+NOISE = ("Traceback", "CancelledError", "could not release", "Error running job")
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_mid_compaction_stops_the_server_cleanly(
+    store_url: str, tmp_path: Path, transport: str, signum: signal.Signals
+) -> None:
+    """What an orchestrator (SIGTERM) or a terminal (Ctrl+C) does to a busy server.
+
+    The server stops its background work at the next pause, records the cycle as
+    stopped with what it wrote, gives its leases back and exits 0, quietly.
+    """
+    store = await open_url(store_url)
+    try:
+        for index, (partition, thread) in enumerate(THREADS[:2]):
+            await store.append_messages(partition, thread, transcript(1500, seed=index, prefix=f"{thread}-"))
+        async with servers(store_url, 1, tmp_path, transport=transport) as [server]:
+
+            async def started() -> bool:
+                return await summary_count(store) > 0
+
+            await eventually(started, 60, "the server never started compacting", 0.1)
+            server.process.send_signal(signum)
+            code = await asyncio.wait_for(server.process.wait(), STOP_SECONDS)
+        log = server.log.read_text()
+        assert code == 0, log
+        assert [line for line in log.splitlines() if any(word in line for word in NOISE)] == [], log
+        written = await summary_count(store)
+        [cycle] = [cycle for cycle in await all_cycles(store) if cycle.job == "compaction"]
+        assert cycle.errors == [STOPPED_COMPACTION], "the pass was not stopped midway (make the backlog larger)"
+        assert cycle.summaries == written > 0, "the stopped cycle does not count what it wrote"
+        assert await check_store(store) == []
+        await assert_no_lease_left(store)
     finally:
         await store.close()
 
