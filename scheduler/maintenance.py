@@ -10,7 +10,7 @@ many processes share one store. What must be exclusive is claimed with a lease i
 store, as small as the work allows, so N processes do N pieces of work at once: each
 thread is compacted under ``compact:{partition}:{thread_id}`` and each evolution step
 runs under ``evolve:{step}``; a process that finds one held goes on to the next. A
-lease lives `LEASE_SECONDS` and its holder renews it every `HEARTBEAT_SECONDS` while it
+lease lives `LEASE_SECONDS` (15 s) and its holder renews it every third of that while it
 works (a `LeaseKeeper` beats in the background, and every pause point renews too), so
 the work of a process that died without a word is taken up by another within one
 lease's life, and a clean stop releases at once. Underneath, the store refuses a second
@@ -59,11 +59,10 @@ T = TypeVar("T")
 
 COMPACTION = "compaction"
 EVOLUTION = "evolution"
-#: How long a lease lives without renewal: the longest a dead holder's work waits.
-LEASE_SECONDS = 15.0
-#: How often a holder renews its leases while it works (a third of their life, so two
-#: beats may be late before one expires).
-HEARTBEAT_SECONDS = 5.0
+#: How long a lease lives without renewal by default (``PALIMPSEST_LEASE_SECONDS``):
+#: the longest a dead holder's work waits. Its holder renews it every third of that
+#: while it works, so two beats may be late before it expires.
+LEASE_SECONDS = MaintenanceSettings().lease_seconds
 #: How long shutdown waits for a running tick to reach its next pause point before
 #: cancelling it (each batch of summaries is one transaction, so cancelling is safe).
 STOP_SECONDS = 5.0
@@ -306,7 +305,7 @@ class Maintenance:
         steps: The evolution steps (`evolution_steps` builds the standard ones).
         clock: The current time, for leases and cycle records (tests inject one).
         holder: This process's lease holder id; default `make_holder`.
-        lease_seconds: Lease lifetime without renewal.
+        lease_seconds: Lease lifetime without renewal; default the settings'.
         heartbeat_seconds: How often held leases are renewed; default a third of
             ``lease_seconds``.
     """
@@ -321,7 +320,7 @@ class Maintenance:
         steps: Sequence[EvolutionStep] = (),
         clock: Callable[[], datetime] = utcnow,
         holder: str | None = None,
-        lease_seconds: float = LEASE_SECONDS,
+        lease_seconds: float | None = None,
         heartbeat_seconds: float | None = None,
     ) -> None:
         self.store = store
@@ -330,8 +329,8 @@ class Maintenance:
         self.gate = gate
         self.clock = clock
         self.holder = holder or make_holder()
-        self.lease_seconds = lease_seconds
-        self.heartbeat_seconds = heartbeat_seconds if heartbeat_seconds is not None else lease_seconds / 3
+        self.lease_seconds = lease_seconds if lease_seconds is not None else settings.lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds if heartbeat_seconds is not None else self.lease_seconds / 3
         self.steps = list(steps)
         self._stopping = False
         self._running: set[asyncio.Task[object]] = set()

@@ -383,8 +383,13 @@ async def test_the_scheduler_runs_both_jobs_on_their_intervals(store: MemoryStor
 
 
 async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
+    """A background task's first wait (a tick starting) is bounded by the cap alone."""
     gate = ForegroundGate(quiet_seconds=0.02, max_wait_seconds=0.3)
-    assert await gate.wait_idle() is True
+
+    def first_wait() -> asyncio.Task[bool]:
+        return asyncio.create_task(gate.wait_idle())
+
+    assert await first_wait() is True
 
     async def call(seconds: float) -> None:
         async with gate.foreground():
@@ -393,19 +398,54 @@ async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
     in_flight = asyncio.create_task(call(0.1))
     await asyncio.sleep(0)
     assert gate.active == 1
-    assert await gate.wait_idle() is True
+    assert await first_wait() is True
     assert in_flight.done() and gate.active == 0
 
     # A steady stream of calls: the wait ends at the cap while calls are still in flight,
     # so background work never starves.
     stream = [asyncio.create_task(call(0.05 * (i + 1))) for i in range(20)]
     await asyncio.sleep(0)
-    assert await gate.wait_idle() is False
+    assert await first_wait() is False
     assert gate.active > 0 and not all(task.done() for task in stream)
     for task in stream:
         task.cancel()
     await asyncio.gather(*stream, return_exceptions=True)
     assert gate.active == 0
+
+
+async def test_under_constant_load_background_work_gets_its_share() -> None:
+    """After a slice of work, a background task waits for the foreground in proportion.
+
+    A call holds the gate from the first slice on; without the share, every wait would
+    run to the 30 s cap. With a share of one half, a 0.2 s slice owes about 0.2 s of
+    waiting (the 10 s bound below only guards against that cap).
+    """
+    gate = ForegroundGate(quiet_seconds=0.02, max_wait_seconds=30, background_share=0.5)
+    release = asyncio.Event()
+    busy = asyncio.Event()
+    calls: list[asyncio.Task[None]] = []
+
+    async def endless_call() -> None:
+        async with gate.foreground():
+            busy.set()
+            await release.wait()
+
+    async def background() -> list[bool]:
+        waits = [await gate.wait_idle()]  # the tick starts while the server is idle
+        calls.append(asyncio.create_task(endless_call()))
+        await busy.wait()
+        for _ in range(3):
+            await asyncio.sleep(0.2)  # one slice of work
+            waits.append(await gate.wait_idle())
+        return waits
+
+    try:
+        assert await asyncio.wait_for(background(), 10) == [True, False, False, False]
+    finally:
+        release.set()
+        await asyncio.gather(*calls)
+    with pytest.raises(ValueError, match="background_share"):
+        ForegroundGate(background_share=0)
 
 
 async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compaction(

@@ -46,7 +46,7 @@ THREADS = [("claude", "t-a"), ("claude", "t-b"), ("windsurf", "t-c"), ("windsurf
 STOP_SECONDS = 30
 
 
-def maintenance_env(store_url: str) -> dict[str, str]:
+def maintenance_env(store_url: str, **extra: str) -> dict[str, str]:
     """A server environment with the scheduler on, one-second ticks and small thresholds."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
     env.update(
@@ -59,6 +59,7 @@ def maintenance_env(store_url: str) -> dict[str, str]:
             "PALIMPSEST_KEEP_RECENT": str(KEEP_RECENT),
             "PALIMPSEST_ESCALATION_FANIN": "3",
             "PALIMPSEST_THREADS_PER_CYCLE": "2",
+            **extra,
         }
     )
     return env
@@ -96,13 +97,13 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def servers(
-    store_url: str, count: int, tmp_path: Path, *, transport: str = "stdio"
+    store_url: str, count: int, tmp_path: Path, *, transport: str = "stdio", name: str = "server", **env: str
 ) -> AsyncIterator[list[Server]]:
     """Start ``count`` servers on one store; kill any left running on the way out."""
     started: list[Server] = []
     try:
         for index in range(count):
-            log = tmp_path / f"server-{index}.log"
+            log = tmp_path / f"{name}-{index}.log"
             http = ["--transport", "http", "--port", str(free_port())] if transport == "http" else []
             with log.open("wb") as stderr:
                 process = await asyncio.create_subprocess_exec(
@@ -112,7 +113,7 @@ async def servers(
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=stderr,
-                    env=maintenance_env(store_url),
+                    env=maintenance_env(store_url, **env),
                 )
             started.append(Server(process, log))
         yield started
@@ -249,6 +250,70 @@ async def test_a_server_stopped_mid_pass_leaves_whole_summaries_and_no_lease(sto
             assert again.status == "nothing_to_do"
         assert not await store.compaction_candidates(None, min_uncovered=THRESHOLD + KEEP_RECENT + 1, limit=5)
         assert await check_store(store) == []
+    finally:
+        await store.close()
+
+
+def overlap(first: MaintenanceCycle, second: MaintenanceCycle) -> bool:
+    return first.started_at < second.finished_at and second.started_at < first.finished_at
+
+
+async def test_two_servers_compact_two_threads_at_once(store_url: str, tmp_path: Path) -> None:
+    """Each thread is leased on its own: the second server takes the thread the first is not on."""
+    store = await open_url(store_url)
+    try:
+        for index, (partition, thread) in enumerate(THREADS[:2]):
+            await store.append_messages(partition, thread, transcript(2000, seed=index, prefix=f"{thread}-"))
+        async with servers(store_url, 2, tmp_path, PALIMPSEST_THREADS_PER_CYCLE="1") as running:
+
+            async def digested() -> bool:
+                floor = THRESHOLD + KEEP_RECENT + 1
+                return not await store.compaction_candidates(None, min_uncovered=floor, limit=5)
+
+            await eventually(digested, 120, "the two threads were never digested", 0.2)
+            codes = [await server.stop() for server in running]
+            logs = [server.log.read_text() for server in running]
+        assert codes == [0, 0], logs
+        working = [c for c in await all_cycles(store) if c.job == "compaction" and c.summaries > 0]
+        [first] = [cycle for cycle in working if running[0].ran_in([cycle])]
+        [second] = [cycle for cycle in working if running[1].ran_in([cycle])]
+        assert overlap(first, second), "the servers compacted one after the other"
+        assert first.threads == second.threads == 1
+        assert not [line for log in logs for line in log.splitlines() if "is busy" in line], logs
+        assert await check_store(store) == []
+    finally:
+        await store.close()
+
+
+async def test_a_killed_servers_thread_is_taken_up_once_its_lease_expires(store_url: str, tmp_path: Path) -> None:
+    """A server killed outright (no clean stop) leaves its lease; a short one expires and another server resumes."""
+    store = await open_url(store_url)
+    try:
+        await store.append_messages("claude", "t-a", transcript(2000, prefix="t-a-"))
+        async with servers(store_url, 1, tmp_path, name="killed", PALIMPSEST_LEASE_SECONDS="3") as [doomed]:
+
+            async def started() -> bool:
+                return await summary_count(store) > 0
+
+            await eventually(started, 60, "the first server never started compacting", 0.1)
+            doomed.kill()
+            await doomed.process.wait()
+        assert not await store.acquire_lease("compact:claude:t-a", "checker", 30), "the killed server held no lease"
+        left_behind = await store.count_uncovered("claude", "t-a")
+        assert left_behind > THRESHOLD + KEEP_RECENT, "the first server finished before it was killed"
+        async with servers(store_url, 1, tmp_path, name="next", PALIMPSEST_LEASE_SECONDS="3") as [successor]:
+
+            async def resumed() -> bool:
+                return await store.count_uncovered("claude", "t-a") <= THRESHOLD + KEEP_RECENT
+
+            await eventually(resumed, 120, "the second server never took the thread up", 0.2)
+            assert await successor.stop() == 0, successor.log.read_text()
+        cycles = [c for c in await all_cycles(store) if c.job == "compaction" and successor.ran_in([c])]
+        assert sum(cycle.summaries for cycle in cycles) > 0
+        compactions = [cycle for cycle in await all_cycles(store) if cycle.job == "compaction"]
+        assert not doomed.ran_in(compactions), "a server killed mid-pass recorded its pass"
+        assert await check_store(store) == []
+        await assert_no_lease_left(store)
     finally:
         await store.close()
 

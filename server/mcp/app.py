@@ -95,7 +95,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
     summarizer = make_summarizer(settings.llm)
     # One embedder per process; a local model loads on first use, in the background.
     embedder = make_embedder(settings.embedder, settings.llm)
-    gate = ForegroundGate()
+    gate = ForegroundGate(background_share=settings.background_share)
     metrics = ToolMetrics()
     live = LiveServer(scheduler_wanted=settings.scheduler)
 
