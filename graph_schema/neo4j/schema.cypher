@@ -55,3 +55,8 @@ CREATE RANGE INDEX embedding_partition IF NOT EXISTS FOR (e:Embedding) ON (e.par
 // label, so SUMMARIZES and NEXT edges stay and restoring finds it by id.
 CREATE RANGE INDEX archived_range_thread IF NOT EXISTS FOR (a:ArchivedRange) ON (a.thread_id);
 CREATE RANGE INDEX archived_message_id IF NOT EXISTS FOR (m:ArchivedMessage) ON (m.id);
+
+// The schema's version, one node: initialize() reads it and applies this file only when
+// it differs (a new database, or a Palimpsest with another schema), so an open is one
+// query, not one per statement here.
+CREATE CONSTRAINT palimpsest_schema_id IF NOT EXISTS FOR (s:PalimpsestSchema) REQUIRE s.id IS UNIQUE;

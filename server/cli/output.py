@@ -116,6 +116,14 @@ def stats_table(stats: StoreStats) -> Table:
     return table
 
 
+def partitions_line(partitions: dict[str, int]) -> Text:
+    """Which partitions the store holds, under counts of one of them: the others are not empty."""
+    if not partitions:
+        return Text("No partition holds a thread yet.")
+    listed = ", ".join(f"{name} ({count} thread{'s' if count != 1 else ''})" for name, count in partitions.items())
+    return Text(f"Partitions: {listed}. Show one with --partition NAME, all with --all-partitions.")
+
+
 def hits_table(hits: Sequence[GrepHit]) -> Table:
     """Search hits, best first: where each one sits, its id, and its snippet below the id."""
     table = Table(title=f"{len(hits)} hit{'s' if len(hits) != 1 else ''}", show_lines=True)
