@@ -58,6 +58,7 @@ class ForegroundGate:
         self._active = 0
         self._last_left = float("-inf")
         self._changed = asyncio.Event()
+        self._stopping = False
         # When each background task last went back to work (left `wait_idle`): the time
         # since then is the slice it just did.
         self._resumed: weakref.WeakKeyDictionary[asyncio.Task[object], float] = weakref.WeakKeyDictionary()
@@ -66,6 +67,15 @@ class ForegroundGate:
     def active(self) -> int:
         """Tool calls in flight right now."""
         return self._active
+
+    def stop_waiting(self) -> None:
+        """End every wait now and from now on, because the process is stopping.
+
+        Background work must reach its pause point (and stop there) at once, not after
+        waiting for tool calls to go quiet.
+        """
+        self._stopping = True
+        self._changed.set()
 
     @asynccontextmanager
     async def foreground(self) -> AsyncIterator[None]:
@@ -96,6 +106,8 @@ class ForegroundGate:
         try:
             while True:
                 now = loop.time()
+                if self._stopping:
+                    return False
                 if self._active == 0:
                     quiet_left = self._last_left + self.quiet_seconds - now
                     if quiet_left <= 0:

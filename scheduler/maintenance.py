@@ -635,6 +635,8 @@ class Maintenance:
         if the store is gone). Call it before the store closes.
         """
         self._stopping = True
+        if self.gate is not None:
+            self.gate.stop_waiting()
         if scheduler is not None and scheduler.running:
             scheduler.pause()  # not shut down yet: that would cancel the running ticks at once
         running = set(self._running)

@@ -448,6 +448,28 @@ async def test_under_constant_load_background_work_gets_its_share() -> None:
         ForegroundGate(background_share=0)
 
 
+async def test_a_stopping_process_ends_background_waits_at_once() -> None:
+    gate = ForegroundGate(max_wait_seconds=30)
+    release = asyncio.Event()
+
+    async def endless_call() -> None:
+        async with gate.foreground():
+            await release.wait()
+
+    call = asyncio.create_task(endless_call())
+    await asyncio.sleep(0)
+    waiting = asyncio.create_task(gate.wait_idle())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    gate.stop_waiting()
+    try:
+        assert await asyncio.wait_for(waiting, 10) is False  # not the 30 s cap
+        assert await asyncio.wait_for(gate.wait_idle(), 10) is False
+    finally:
+        release.set()
+        await call
+
+
 async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
