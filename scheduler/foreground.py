@@ -62,6 +62,9 @@ class ForegroundGate:
         # When each background task last went back to work (left `wait_idle`): the time
         # since then is the slice it just did.
         self._resumed: weakref.WeakKeyDictionary[asyncio.Task[object], float] = weakref.WeakKeyDictionary()
+        # The last slice any background task did: what a task that has done none yet
+        # (a tick just starting) is held to.
+        self._last_slice: float | None = None
 
     @property
     def active(self) -> int:
@@ -129,9 +132,16 @@ class ForegroundGate:
                 self._resumed[task] = loop.time()
 
     def _longest_wait(self, task: asyncio.Task[object] | None, now: float) -> float:
-        """How long this wait may last: the share owed for the task's last slice, capped."""
+        """How long this wait may last: the share owed for the task's last slice, capped.
+
+        A task with no slice yet (a tick starting) owes what the last slice of any
+        background task did, so a tick that starts every few seconds is not held a
+        whole cap each time; before any slice, the cap.
+        """
         resumed = self._resumed.get(task) if task is not None else None
-        if resumed is None:
+        if resumed is not None:
+            self._last_slice = now - resumed
+        if self._last_slice is None:
             return self.max_wait_seconds
-        owed = (now - resumed) * (1 - self.background_share) / self.background_share
+        owed = self._last_slice * (1 - self.background_share) / self.background_share
         return min(owed, self.max_wait_seconds)
