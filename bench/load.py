@@ -39,9 +39,10 @@ and runs ``palimpsest ingest`` on it, a fresh process each time, as an agent's h
 does. The second table shows, per server process, the compaction cycles and summaries
 it recorded (every process should compact), the largest uncovered backlog of any
 thread at the end (goal: under three times the compaction threshold) and the ingest
-runs. ``--restart term`` (or ``kill``) stops server 0 halfway through the load phase
-with that signal, starts it again on the same port, and times the stop, the start, and
-how long until the thread it was compacting (read from its log) gets a new summary from
+runs. ``--restart term`` (or ``kill``) stops a server halfway through the load phase
+with that signal (the first one whose log shows it compacting a thread, waiting up to
+10 s for one; else server 0), starts it again on the same port, and times the stop,
+the start, and how long until the thread it was compacting gets a new summary from
 any process (goal: within 30 s); its clients reconnect, as behind a proxy, and the
 calls the restart cut are counted apart from errors.
 """
@@ -359,9 +360,10 @@ async def verify(store_uri: str, acknowledged: dict[str, list[str]]) -> tuple[in
 
 @dataclass
 class Restart:
-    """What restarting server 0 mid-run cost: seconds to stop, to listen again, until its thread moved on."""
+    """What restarting a server mid-run cost: seconds to stop, to listen again, until its thread moved on."""
 
     signal: str
+    server: int = 0
     stop_seconds: float = float("nan")
     start_seconds: float = float("nan")
     thread: str | None = None
@@ -441,18 +443,26 @@ async def frontier_summaries(store_uri: str, thread: str) -> set[str]:
 
 
 async def restart_server(
-    servers: list[subprocess.Popen[bytes]], store_uri: str, port: int, workdir: Path, kind: str, restart: Restart
+    servers: list[subprocess.Popen[bytes]], store_uri: str, ports: list[int], workdir: Path, kind: str, restart: Restart
 ) -> None:
-    """Stop server 0 with the restart's signal, start it again, and time both and the resumption."""
-    log = workdir / f"server-{kind}-0.log"
-    restart.thread = thread_in_progress(log)
+    """Stop a server busy compacting with the restart's signal, start it again, time both and the resumption."""
+    logs = [workdir / f"server-{kind}-{n}.log" for n in range(len(servers))]
+    looking = time.monotonic()
+    while time.monotonic() < looking + 10:
+        busy = [(n, thread) for n, log in enumerate(logs) if (thread := thread_in_progress(log)) is not None]
+        if busy:
+            restart.server, restart.thread = busy[0]
+            break
+        await asyncio.sleep(0.2)
     before = await frontier_summaries(store_uri, restart.thread) if restart.thread else set()
     signalled = time.monotonic()
-    servers[0].send_signal(signal.SIGTERM if restart.signal == "term" else signal.SIGKILL)
-    await asyncio.to_thread(servers[0].wait, 60)
+    victim = servers[restart.server]
+    victim.send_signal(signal.SIGTERM if restart.signal == "term" else signal.SIGKILL)
+    await asyncio.to_thread(victim.wait, 60)
     restart.stop_seconds = time.monotonic() - signalled
     started = time.monotonic()
-    servers[0] = await asyncio.to_thread(start_server, store_uri, port, workdir / f"server-{kind}-0-restarted.log")
+    log = workdir / f"server-{kind}-{restart.server}-restarted.log"
+    servers[restart.server] = await asyncio.to_thread(start_server, store_uri, ports[restart.server], log)
     restart.start_seconds = time.monotonic() - started
     if restart.thread is None:
         return
@@ -511,7 +521,7 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
         async def restart_halfway() -> None:
             assert restart is not None
             await asyncio.sleep(max(0.0, deadline - time.monotonic()) / 2)
-            await restart_server(servers, store_uri, ports[0], workdir, kind, restart)
+            await restart_server(servers, store_uri, ports, workdir, kind, restart)
 
         await asyncio.gather(
             *([hook.run(deadline)] if hook is not None else []), *([restart_halfway()] if restart else [])
@@ -595,7 +605,7 @@ def team_table(
         table.add_column(column, justify="left" if column == "server" else "right")
     rows = [(f"server {n}", pid) for n, pid in enumerate(pids)]
     if restart is not None:
-        rows.append(("server 0, restarted", servers[0].pid))
+        rows.append((f"server {restart.server}, restarted", servers[restart.server].pid))
     for name, pid in rows:
         n, threads, summaries = cycles.get(str(pid), (0, 0, 0))
         table.add_row(name, str(pid), str(n), str(threads), str(summaries))
@@ -620,7 +630,8 @@ def team_table(
             else "it was compacting no thread at that moment"
         )
         notes.append(
-            f"server 0 restarted halfway (SIG{restart.signal.upper()}): stopped in {restart.stop_seconds:.2f} s, "
+            f"server {restart.server} restarted halfway (SIG{restart.signal.upper()}): "
+            f"stopped in {restart.stop_seconds:.2f} s, "
             f"listening again {restart.start_seconds:.2f} s later; {resumed}; {load.cut} client calls cut "
             "(their clients reconnected)"
         )
@@ -648,7 +659,7 @@ def main() -> None:
     parser.add_argument("--warmup-seconds", type=float, default=10.0, help="untimed single-client phase first")
     parser.add_argument("--servers", type=int, default=1, choices=range(1, 9), metavar="1..8", help="server processes")
     parser.add_argument("--hook-every", type=float, default=1.0, help="seconds between hook-like ingests (servers > 1)")
-    parser.add_argument("--restart", choices=["none", "term", "kill"], default="none", help="restart server 0 halfway")
+    parser.add_argument("--restart", choices=["none", "term", "kill"], default="none", help="restart a server halfway")
     args = parser.parse_args()
     if not all(0 < value <= 600 for value in (args.seconds, args.baseline_seconds, args.warmup_seconds)):
         parser.error("--seconds, --baseline-seconds and --warmup-seconds must be within 0..600")
