@@ -240,7 +240,7 @@ def maintain(
     Without it, the jobs run now, then every PALIMPSEST_COMPACTION_INTERVAL and KG_EVOLUTION_INTERVAL
     seconds until Ctrl+C.
 
-    Leases in the store keep it from running a job another process is running.
+    Leases in the store keep it off the threads and steps other processes are working on.
 
     Example: palimpsest maintain --once --store sqlite:///memory.db
     """

@@ -330,13 +330,13 @@ def context_table(result: AssembledContext) -> Table:
 
 
 def cycles_table(cycles: dict[str, MaintenanceCycle | None]) -> Table:
-    """One row per job: what its tick did, or that another process holds its lease."""
+    """One row per job: what its tick did, or that other processes hold every thread or step it had to do."""
     table = Table(title="maintenance")
     for name in ("job", "ran", "threads", "summaries", "facts", "errors"):
         table.add_column(name, justify="left" if name in ("job", "ran") else "right")
     for job, cycle in cycles.items():
         if cycle is None:
-            table.add_row(job, "skipped: another process holds its lease", "", "", "", "")
+            table.add_row(job, "skipped: other processes hold all its work", "", "", "", "")
             continue
         seconds = (cycle.finished_at - cycle.started_at).total_seconds()
         table.add_row(
