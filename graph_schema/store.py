@@ -158,6 +158,14 @@ class MemoryStore(Protocol):
         """Counts of threads, messages, summaries by level and facts."""
         ...
 
+    async def partitions(self) -> dict[str, int]:
+        """Every partition holding a thread, with its thread count, by name.
+
+        Why: a read scoped to one partition (``stats`` without ``--partition`` reads the
+        home one) should say which others exist rather than look empty.
+        """
+        ...
+
     # -- the summary DAG ------------------------------------------------------------
 
     async def count_uncovered(self, partition: str, thread_id: str) -> int:

@@ -16,6 +16,7 @@ the store refuses the second with `Conflict` and this engine then reports ``"bus
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 #: (or stop at a clean point on shutdown, by raising).
 Pause = Callable[[], Awaitable[None]]
 
+#: Told of each batch of summaries as soon as it is written, so a caller interrupted
+#: mid-thread (the maintenance loop on shutdown) still knows what the call wrote.
+Written = Callable[[Sequence[Summary]], None]
+
 #: Summaries written per transaction. Why a bound: a batch is lost whole if the process
 #: dies before it commits, and a tool call waiting for the store waits behind one batch.
 PERSIST_BATCH = 64
@@ -55,9 +60,10 @@ class CompactionResult(BaseModel):
 class _Progress:
     """The summaries one call has written so far, kept even when the call ends busy."""
 
-    def __init__(self) -> None:
+    def __init__(self, written: Written | None = None) -> None:
         self.summary_ids: list[str] = []
         self.escalations = 0
+        self.written = written
 
     def result(self, status: Literal["compacted", "nothing_to_do", "busy"]) -> CompactionResult:
         return CompactionResult(
@@ -77,6 +83,7 @@ async def compact_thread(
     *,
     force: bool = False,
     pause: Pause | None = None,
+    written: Written | None = None,
 ) -> CompactionResult:
     """Compact one thread now: leaf summaries first, then escalation level by level.
 
@@ -96,6 +103,7 @@ async def compact_thread(
             yield to tool calls, and to stop between summaries (by raising) on shutdown;
             drafts not yet written when it raises are dropped, their sources stay
             uncovered for the next call.
+        written: Told of each batch as soon as it is written (see `Written`).
 
     Returns:
         ``compacted`` with the summaries written, ``nothing_to_do`` when nothing
@@ -106,7 +114,7 @@ async def compact_thread(
         NotFound: If the thread does not exist in the partition.
     """
     await store.get_thread(partition, thread_id)
-    progress = _Progress()
+    progress = _Progress(written)
     try:
         background = await _summarize_leaves(store, partition, thread_id, config, summarizer, force, progress, pause)
         await _escalate(store, partition, thread_id, config, summarizer, background, progress, pause)
@@ -188,8 +196,27 @@ async def _summarize_leaves(
 
 
 async def _persist(store: MemoryStore, batch: Sequence[NewSummary], progress: _Progress) -> None:
-    """Write one batch of summaries of one level in one transaction and record them."""
-    for summary in await store.persist_summaries(batch):
+    """Write one batch of summaries of one level in one transaction and record them.
+
+    A caller cancelled meanwhile (shutdown abandoning a pass) still waits for the write
+    in flight, which is short, so it is never cut off inside the store's driver and is
+    told of it: the drafts not yet written are what a cancel abandons.
+    """
+    writing = asyncio.ensure_future(store.persist_summaries(batch))
+    try:
+        persisted = await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        await asyncio.wait([writing])
+        if not writing.cancelled() and writing.exception() is None:
+            _count(progress, writing.result())
+        raise
+    _count(progress, persisted)
+
+
+def _count(progress: _Progress, persisted: Sequence[Summary]) -> None:
+    if progress.written is not None:
+        progress.written(persisted)
+    for summary in persisted:
         progress.summary_ids.append(summary.id)
         progress.escalations += summary.level > 1
         logger.debug(

@@ -45,6 +45,9 @@ class MaintenanceSettings(BaseModel):
     threads_per_cycle: int = Field(3, ge=1, description="Threads compacted per compaction tick.")
     compaction_interval: float = Field(1800, gt=0, description="Seconds between compaction ticks.")
     evolution_interval: float = Field(3600, gt=0, description="Seconds between evolution ticks.")
+    lease_seconds: float = Field(
+        15.0, gt=0, description="How long a maintenance lease lives unrenewed: a dead holder's work waits this long."
+    )
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,24 @@ APScheduler ``AsyncIOScheduler``. The compaction tick folds the threads with the
 largest backlog (a few a tick, escalating each after its pass); the evolution tick
 runs the fact-layer and embedding upkeep steps registered in `evolution_steps`.
 
-Every IDE starts its own stdio server, so several processes share one store. Each job
-first takes a lease in the store (``job:compaction``, ``job:evolution``) and each
-thread is claimed with its own lease (``compact:{partition}:{thread_id}``); a process
-that loses skips. Leases are renewed at every pause point and released in ``finally``,
-and a lease whose holder died simply expires. Underneath, the store refuses a second
+Every IDE starts its own stdio server, and a team runs several servers on one Neo4j, so
+many processes share one store. What must be exclusive is claimed with a lease in the
+store, as small as the work allows, so N processes do N pieces of work at once: each
+thread is compacted under ``compact:{partition}:{thread_id}`` and each evolution step
+runs under ``evolve:{step}``; a process that finds one held goes on to the next. A
+lease lives `LEASE_SECONDS` (15 s) and its holder renews it every third of that while it
+works (a `LeaseKeeper` beats in the background, and every pause point renews too), so
+the work of a process that died without a word is taken up by another within one
+lease's life, and a clean stop releases at once. Underneath, the store refuses a second
 summary over the same children, so even a lease lost to a long stall cannot fold a
 message twice.
 
 Between summaries the work pauses: it yields to tool calls in flight (the in-process
-`ForegroundGate`), renews its leases, and stops there on shutdown, so a stopped server
-leaves whole summaries only. Every cycle that ran is recorded as a `MaintenanceCycle`,
-errors as sentences; nothing a job raises stops the loop.
+`ForegroundGate`), renews its leases, and stops there on shutdown; shutdown abandons a
+draft still unfinished after a few seconds (a batch is one transaction, so whole
+summaries only are left). Every cycle that ran is recorded as a `MaintenanceCycle`
+with what it wrote, errors (and an interruption) as sentences; nothing a job raises
+stops the loop.
 """
 
 from __future__ import annotations
@@ -30,12 +36,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from types import TracebackType
+from typing import TypeVar
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from palimpsest.graph_schema.errors import PalimpsestError
-from palimpsest.graph_schema.models import MaintenanceCycle, utcnow
+from palimpsest.graph_schema.models import MaintenanceCycle, Summary, utcnow
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause, compact_thread
 from palimpsest.scheduler.config import CompactionSettings, MaintenanceSettings, StoreBudget
@@ -48,14 +55,24 @@ from palimpsest.scheduler.summarizer import Summarizer
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 COMPACTION = "compaction"
 EVOLUTION = "evolution"
-#: How long a job's or a thread's lease lives without renewal. Renewed at every pause
-#: (between summaries), so only a process stalled or dead this long loses it.
-LEASE_SECONDS = 300.0
+#: How long a lease lives without renewal by default (``PALIMPSEST_LEASE_SECONDS``):
+#: the longest a dead holder's work waits. Its holder renews it every third of that
+#: while it works, so two beats may be late before it expires.
+LEASE_SECONDS = MaintenanceSettings().lease_seconds
 #: How long shutdown waits for a running tick to reach its next pause point before
-#: cancelling it (each summary is one transaction, so cancelling is safe too).
-STOP_SECONDS = 10.0
+#: cancelling it (each batch of summaries is one transaction, so cancelling is safe).
+STOP_SECONDS = 5.0
+#: Candidates read per thread a tick may compact: threads other processes hold are
+#: skipped, and the tick goes on down the list.
+CANDIDATES_PER_THREAD = 4
+#: What a compaction cycle stopped by shutdown records.
+STOPPED_COMPACTION = "stopped by shutdown; the thread in progress is finished next tick"
+#: What an evolution cycle stopped by shutdown records.
+STOPPED_EVOLUTION = "stopped by shutdown; the step in progress goes on next tick"
 
 #: Reports progress to a caller (the CLI's bar): job name, items done, items in all.
 Progress = Callable[[str, int, int], None]
@@ -66,10 +83,11 @@ class EvolutionStep:
     """One upkeep step of the evolution tick.
 
     Attributes:
-        name: Shown in the cycle's ``steps`` counts (``facts``, ``embeddings``).
+        name: Shown in the cycle's ``steps`` counts (``facts``, ``embeddings``); the
+            step runs under the lease ``evolve:{name}``.
         run: Does the step's work and says how many items it handled. It is given the
             tick's pause point: a step working in batches awaits it between them, to
-            yield to tool calls, keep the job's lease and stop cleanly on shutdown.
+            yield to tool calls, renew the step's lease and stop cleanly on shutdown.
         counts_facts: Whether its count is added to the cycle's ``facts``.
     """
 
@@ -114,6 +132,16 @@ def make_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
+def compaction_lease(partition: str, thread_id: str) -> str:
+    """The lease a thread is compacted under: one thread, one process at a time."""
+    return f"compact:{partition}:{thread_id}"
+
+
+def evolution_lease(step: str) -> str:
+    """The lease an evolution step runs under: one step, one process at a time."""
+    return f"evolve:{step}"
+
+
 def backlog_floor(config: CompactionSettings) -> int:
     """The fewest uncovered messages at which a thread qualifies for compaction.
 
@@ -128,6 +156,143 @@ def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, PalimpsestError | LeaseLost) else f"{type(exc).__name__}: {exc}"
 
 
+async def _to_the_end(call: asyncio.Future[T]) -> T:
+    """Await a store call; cancelled meanwhile, let it finish first, then be cancelled.
+
+    Why: a lease request cut off inside the store's driver may still be applied by
+    the server after the caller moved on (a lease taken, or renewed, after its
+    release), and leave the lease behind until it expires.
+    """
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        await asyncio.wait([call])
+        raise
+
+
+class LeaseKeeper:
+    """The leases one tick holds, renewed by a heartbeat while the tick works.
+
+    Why a heartbeat and not only the pause points: a summary drafted by a slow model,
+    or a tick waiting behind tool calls, may go longer than a lease lives between two
+    pauses. Used as an async context manager: the heartbeat runs inside it, and every
+    lease still held is released on the way out (cancelled or not).
+
+    Args:
+        store: Where the leases live.
+        holder: This process's holder id.
+        seconds: A lease's life without renewal.
+        heartbeat: Seconds between renewals.
+        clock: The current time (tests inject one).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        holder: str,
+        *,
+        seconds: float,
+        heartbeat: float,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.holder = holder
+        self.seconds = seconds
+        self.heartbeat = heartbeat
+        self.clock = clock
+        self._held: dict[str, datetime] = {}
+        self._lost: set[str] = set()
+        # Renewals, takes and releases one at a time: a renewal in flight must never
+        # take back a lease released meanwhile.
+        self._lock = asyncio.Lock()
+        self._beat: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LeaseKeeper:
+        self._beat = asyncio.create_task(self._beating())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            await asyncio.gather(self._beat, return_exceptions=True)
+        for name in list(self._held):
+            await self.give_back(name)
+
+    async def take(self, name: str) -> bool:
+        """Take ``name`` if it is free or expired; False when another holder has it.
+
+        Cancelled meanwhile (shutdown), the request still completes, and a lease it
+        got is kept track of, so that it is released on the way out, not left behind.
+        """
+        async with self._lock:
+            now = self.clock()
+            asking = asyncio.ensure_future(self.store.acquire_lease(name, self.holder, self.seconds, now=now))
+            try:
+                taken = await _to_the_end(asking)
+            finally:
+                if asking.done() and not asking.cancelled() and asking.exception() is None and asking.result():
+                    self._held[name] = now
+                    self._lost.discard(name)
+            return taken
+
+    async def give_back(self, name: str) -> None:
+        """Release a lease; if the store is down, it expires on its own."""
+        async with self._lock:
+            if self._held.pop(name, None) is None:
+                return
+            try:
+                await _to_the_end(asyncio.ensure_future(self.store.release_lease(name, self.holder)))
+            except PalimpsestError as exc:
+                logger.warning("could not release lease %s (it expires on its own): %s", name, exc)
+
+    async def renew(self, *, every: bool = False) -> None:
+        """Renew the leases held a heartbeat or longer (``every``: all of them).
+
+        A lease another holder took meanwhile is dropped and marked lost, for `check`.
+
+        Raises:
+            PalimpsestError: if the store cannot be asked.
+        """
+        async with self._lock:
+            now = self.clock()
+            due = timedelta(seconds=self.heartbeat)
+            for name, taken in list(self._held.items()):
+                if not every and now - taken < due:
+                    continue
+                renewing = asyncio.ensure_future(self.store.acquire_lease(name, self.holder, self.seconds, now=now))
+                if await _to_the_end(renewing):
+                    self._held[name] = now
+                else:
+                    del self._held[name]
+                    self._lost.add(name)
+                    logger.warning("lost lease %s to another process", name)
+
+    def check(self, name: str) -> None:
+        """Raise `LeaseLost` if ``name`` was taken over by another holder."""
+        if name in self._lost:
+            raise LeaseLost(name)
+
+    async def _beating(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            try:
+                await self.renew(every=True)
+            except PalimpsestError as exc:  # the next beat, or a pause point, tries again
+                logger.warning("could not renew leases (they expire unless a later renewal works): %s", exc)
+
+
+class _Tally:
+    """What one thread's compaction wrote so far, kept when the compaction is interrupted."""
+
+    def __init__(self) -> None:
+        self.summaries = 0
+
+    def add(self, written: Sequence[Summary]) -> None:
+        self.summaries += len(written)
+
+
 class Maintenance:
     """The background jobs of one process, over one store.
 
@@ -140,7 +305,9 @@ class Maintenance:
         steps: The evolution steps (`evolution_steps` builds the standard ones).
         clock: The current time, for leases and cycle records (tests inject one).
         holder: This process's lease holder id; default `make_holder`.
-        lease_seconds: Lease lifetime without renewal.
+        lease_seconds: Lease lifetime without renewal; default the settings'.
+        heartbeat_seconds: How often held leases are renewed; default a third of
+            ``lease_seconds``.
     """
 
     def __init__(
@@ -153,7 +320,8 @@ class Maintenance:
         steps: Sequence[EvolutionStep] = (),
         clock: Callable[[], datetime] = utcnow,
         holder: str | None = None,
-        lease_seconds: float = LEASE_SECONDS,
+        lease_seconds: float | None = None,
+        heartbeat_seconds: float | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -161,40 +329,28 @@ class Maintenance:
         self.gate = gate
         self.clock = clock
         self.holder = holder or make_holder()
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = lease_seconds if lease_seconds is not None else settings.lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds if heartbeat_seconds is not None else self.lease_seconds / 3
         self.steps = list(steps)
         self._stopping = False
         self._running: set[asyncio.Task[object]] = set()
 
-    # -- leases and pause points ------------------------------------------------
-    #
-    # Each tick keeps its own leases (name -> when last taken), so the two jobs, which
-    # may run at once in one process, never renew or lose each other's.
+    @property
+    def stopping(self) -> bool:
+        """Whether `shutdown` has begun: no tick starts, running ones end at a pause."""
+        return self._stopping
 
-    async def _take(self, held: dict[str, datetime], name: str) -> bool:
-        now = self.clock()
-        if not await self.store.acquire_lease(name, self.holder, self.lease_seconds, now=now):
-            return False
-        held[name] = now
-        return True
+    def _keeper(self) -> LeaseKeeper:
+        return LeaseKeeper(
+            self.store, self.holder, seconds=self.lease_seconds, heartbeat=self.heartbeat_seconds, clock=self.clock
+        )
 
-    async def _give_back(self, held: dict[str, datetime], name: str) -> None:
-        """Release a lease; if the store is down, it expires on its own."""
-        if held.pop(name, None) is None:
-            return
-        try:
-            await self.store.release_lease(name, self.holder)
-        except PalimpsestError as exc:
-            logger.warning("could not release lease %s (it expires on its own): %s", name, exc)
-
-    async def _checkpoint(self, held: dict[str, datetime]) -> None:
-        """A tick's pause point: stop if shutting down, yield to tool calls, renew leases.
-
-        Leases held for a third of their lifetime or more are renewed.
+    async def _checkpoint(self, leases: LeaseKeeper, name: str) -> None:
+        """A pause point of the work under lease ``name``: stop, yield, renew, check.
 
         Raises:
             Stopping: once `shutdown` has begun.
-            LeaseLost: if another process took over a lease of this tick.
+            LeaseLost: if another process took over ``name``.
         """
         if self._stopping:
             raise Stopping
@@ -202,115 +358,149 @@ class Maintenance:
             await self.gate.wait_idle()
             if self._stopping:
                 raise Stopping
-        now = self.clock()
-        due = timedelta(seconds=self.lease_seconds / 3)
-        for name, taken in list(held.items()):
-            if now - taken < due:
-                continue
-            if not await self.store.acquire_lease(name, self.holder, self.lease_seconds, now=now):
-                held.pop(name, None)
-                raise LeaseLost(name)
-            held[name] = now
+        await leases.renew()
+        leases.check(name)
+
+    def _pause(self, leases: LeaseKeeper, name: str) -> Pause:
+        async def pause() -> None:
+            await self._checkpoint(leases, name)
+
+        return pause
 
     # -- the ticks ----------------------------------------------------------------
 
     async def compaction_tick(self, progress: Progress | None = None) -> MaintenanceCycle | None:
         """Compact the threads with the largest backlog, at most ``threads_per_cycle``.
 
+        Threads another process is compacting are skipped for the next ones down the
+        list, so several processes compact several threads at once.
+
         Returns:
-            The recorded cycle, or None when another process holds the job's lease.
+            The recorded cycle, or None when every thread due was held by other
+            processes (nothing for this one to do, nothing recorded).
+
+        Raises:
+            PalimpsestError: if the store cannot even list the backlog.
         """
-        job_lease = f"job:{COMPACTION}"
-        held: dict[str, datetime] = {}
-        if not await self._take(held, job_lease):
-            logger.debug("compaction tick skipped: another process holds %s", job_lease)
-            return None
-        pause = partial(self._checkpoint, held)
-        started = self.clock()
-        threads = summaries = 0
-        errors: list[str] = []
         config = self.settings.compaction
-        try:
-            backlog = await self.store.compaction_candidates(
-                None, min_uncovered=backlog_floor(config), limit=self.settings.threads_per_cycle
-            )
-            if progress is not None:
-                progress(COMPACTION, 0, len(backlog))
-            for done, candidate in enumerate(backlog, start=1):
-                await pause()
-                thread_lease = f"compact:{candidate.partition}:{candidate.thread_id}"
-                if await self._take(held, thread_lease):
+        per_cycle = self.settings.threads_per_cycle
+        backlog = await self.store.compaction_candidates(
+            None, min_uncovered=backlog_floor(config), limit=per_cycle * CANDIDATES_PER_THREAD
+        )
+        started = self.clock()
+        threads = summaries = claimed = 0
+        errors: list[str] = []
+        cancelled = False
+        total = min(len(backlog), per_cycle)
+        if progress is not None:
+            progress(COMPACTION, 0, total)
+        async with self._keeper() as leases:
+            try:
+                for candidate in backlog:
+                    if claimed == per_cycle:
+                        break
+                    if self._stopping:
+                        raise Stopping
+                    name = compaction_lease(candidate.partition, candidate.thread_id)
+                    if not await leases.take(name):
+                        logger.debug("thread %s skipped: another process holds %s", candidate.thread_id, name)
+                        continue
+                    claimed += 1
+                    tally = _Tally()
                     try:
-                        result = await compact_thread(
+                        await compact_thread(
                             self.store,
                             candidate.partition,
                             candidate.thread_id,
                             config,
                             self.summarizer,
-                            pause=pause,
+                            pause=self._pause(leases, name),
+                            written=tally.add,
                         )
-                        if result.summaries_created:
-                            threads += 1
-                            summaries += result.summaries_created
-                    except (Stopping, LeaseLost):
+                    except (Stopping, asyncio.CancelledError):
                         raise
                     except Exception as exc:  # recorded in the cycle; the next thread still runs
-                        logger.exception("compaction of thread %s failed", candidate.thread_id)
+                        if not isinstance(exc, LeaseLost):
+                            logger.exception("compaction of thread %s failed", candidate.thread_id)
                         errors.append(f"thread {candidate.thread_id}: {_describe(exc)}")
                     finally:
-                        await self._give_back(held, thread_lease)
-                if progress is not None:
-                    progress(COMPACTION, done, len(backlog))
-        except Stopping:
-            errors.append("stopped between summaries by shutdown; the thread in progress is finished next tick")
-        except Exception as exc:  # a store outage or a lost lease ends the tick, not the loop
-            logger.warning("compaction tick ended early: %s", _describe(exc))
-            errors.append(_describe(exc))
-        finally:
-            await self._give_back(held, job_lease)
-        return await self._record(COMPACTION, started, threads=threads, summaries=summaries, errors=errors)
+                        threads += tally.summaries > 0
+                        summaries += tally.summaries
+                        await leases.give_back(name)
+                    if progress is not None:
+                        progress(COMPACTION, claimed, total)
+            except Stopping:
+                errors.append(STOPPED_COMPACTION)
+            except asyncio.CancelledError:
+                errors.append(STOPPED_COMPACTION)
+                cancelled = True
+            except Exception as exc:  # a store outage ends the tick, not the loop
+                logger.warning("compaction tick ended early: %s", _describe(exc))
+                errors.append(_describe(exc))
+        if backlog and not claimed and not errors:
+            logger.debug("compaction tick skipped: other processes hold every thread due")
+            return None
+        cycle = await self._record(COMPACTION, started, threads=threads, summaries=summaries, errors=errors)
+        if cancelled:
+            raise asyncio.CancelledError
+        return cycle
 
     async def evolution_tick(self, progress: Progress | None = None) -> MaintenanceCycle | None:
-        """Run every registered evolution step once, each after a pause point.
+        """Run every registered evolution step once, each under its own lease.
 
-        A failing step is recorded and the next one still runs.
+        A step another process is running is skipped (so several processes run
+        different steps at once); a failing step is recorded and the next one still runs.
 
         Returns:
-            The recorded cycle, or None when another process holds the job's lease.
+            The recorded cycle, or None when every step was held by other processes.
         """
-        job_lease = f"job:{EVOLUTION}"
-        held: dict[str, datetime] = {}
-        if not await self._take(held, job_lease):
-            logger.debug("evolution tick skipped: another process holds %s", job_lease)
-            return None
-        pause = partial(self._checkpoint, held)
         started = self.clock()
         counts: dict[str, int] = {}
-        facts = 0
+        facts = claimed = 0
         errors: list[str] = []
-        try:
-            if progress is not None:
-                progress(EVOLUTION, 0, len(self.steps))
-            for done, step in enumerate(self.steps, start=1):
-                await pause()
-                try:
-                    counts[step.name] = count = await step.run(pause)
-                    facts += count if step.counts_facts else 0
-                except (Stopping, LeaseLost):
-                    raise
-                except Exception as exc:  # recorded in the cycle; the next step still runs
-                    logger.exception("evolution step %s failed", step.name)
-                    errors.append(f"step {step.name}: {_describe(exc)}")
-                if progress is not None:
-                    progress(EVOLUTION, done, len(self.steps))
-        except Stopping:
-            errors.append("stopped between steps by shutdown")
-        except Exception as exc:  # a store outage or a lost lease ends the tick, not the loop
-            logger.warning("evolution tick ended early: %s", _describe(exc))
-            errors.append(_describe(exc))
-        finally:
-            await self._give_back(held, job_lease)
-        return await self._record(EVOLUTION, started, facts=facts, steps=counts, errors=errors)
+        cancelled = False
+        if progress is not None:
+            progress(EVOLUTION, 0, len(self.steps))
+        async with self._keeper() as leases:
+            try:
+                for done, step in enumerate(self.steps, start=1):
+                    if self._stopping:
+                        raise Stopping
+                    name = evolution_lease(step.name)
+                    if not await leases.take(name):
+                        logger.debug("evolution step %s skipped: another process holds %s", step.name, name)
+                        continue
+                    claimed += 1
+                    pause = self._pause(leases, name)
+                    try:
+                        await pause()
+                        counts[step.name] = count = await step.run(pause)
+                        facts += count if step.counts_facts else 0
+                    except (Stopping, asyncio.CancelledError):
+                        raise
+                    except Exception as exc:  # recorded in the cycle; the next step still runs
+                        if not isinstance(exc, LeaseLost):
+                            logger.exception("evolution step %s failed", step.name)
+                        errors.append(f"step {step.name}: {_describe(exc)}")
+                    finally:
+                        await leases.give_back(name)
+                    if progress is not None:
+                        progress(EVOLUTION, done, len(self.steps))
+            except Stopping:
+                errors.append(STOPPED_EVOLUTION)
+            except asyncio.CancelledError:
+                errors.append(STOPPED_EVOLUTION)
+                cancelled = True
+            except Exception as exc:  # a store outage ends the tick, not the loop
+                logger.warning("evolution tick ended early: %s", _describe(exc))
+                errors.append(_describe(exc))
+        if self.steps and not claimed and not errors:
+            logger.debug("evolution tick skipped: other processes hold every step")
+            return None
+        cycle = await self._record(EVOLUTION, started, facts=facts, steps=counts, errors=errors)
+        if cancelled:
+            raise asyncio.CancelledError
+        return cycle
 
     async def _record(
         self,
@@ -403,8 +593,14 @@ class Maintenance:
             self._running.add(task)
         try:
             await (self.compaction_tick() if job == COMPACTION else self.evolution_tick())
-        except PalimpsestError as exc:  # the lease could not even be asked for: store down
+        except PalimpsestError as exc:  # the backlog could not even be read: store down
             logger.warning("%s tick skipped: %s", job, exc)
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            # Cancelled by `shutdown`, the tick recorded its cycle and released its
+            # leases: the job ends quietly rather than as an error of the scheduler.
+            logger.info("%s tick abandoned its unfinished batch at shutdown", job)
         finally:
             if task is not None:
                 self._running.discard(task)
@@ -431,12 +627,18 @@ class Maintenance:
             await self.shutdown(scheduler)
 
     async def shutdown(self, scheduler: AsyncIOScheduler | None = None, *, timeout: float = STOP_SECONDS) -> None:
-        """Stop: running ticks end at their next pause point, then the scheduler stops.
+        """Stop: no new tick starts, running ones end at their next pause point.
 
-        A tick still running after ``timeout`` is cancelled; either way its leases are
-        released in its ``finally`` (or expire, if the store is gone).
+        A tick still running after ``timeout`` (a summary still being drafted) is
+        cancelled, abandoning its unwritten batch; either way it records its cycle as
+        stopped, with what it wrote, and releases its leases (they expire on their own
+        if the store is gone). Call it before the store closes.
         """
         self._stopping = True
+        if self.gate is not None:
+            self.gate.stop_waiting()
+        if scheduler is not None and scheduler.running:
+            scheduler.pause()  # not shut down yet: that would cancel the running ticks at once
         running = set(self._running)
         if running:
             _, late = await asyncio.wait(running, timeout=timeout)

@@ -43,6 +43,15 @@ class Settings(BaseSettings, StoreSettings):
     scheduler: bool = Field(True, description="`off` runs no background maintenance in this process.")
     facts: bool = Field(True, description="`off` extracts no facts (one thread: `palimpsest kg off --thread ID`).")
     threads_per_cycle: int = Field(3, ge=1, le=1000, description="Most threads one compaction tick compacts.")
+    lease_seconds: float = Field(
+        15.0,
+        ge=1,
+        le=3600,
+        description="Seconds a maintenance lease lives unrenewed (renewed every third of it while its holder works).",
+    )
+    background_share: float = Field(
+        0.25, gt=0, le=1, description="Share of a busy server's time background work is guaranteed."
+    )
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=env_names("OPENAI_API_KEY", "openai_api_key"), description="Key for the LLM summarizer."
     )
@@ -84,6 +93,7 @@ class Settings(BaseSettings, StoreSettings):
             threads_per_cycle=self.threads_per_cycle,
             compaction_interval=self.compaction_interval,
             evolution_interval=self.evolution_interval,
+            lease_seconds=self.lease_seconds,
         )
 
     @property

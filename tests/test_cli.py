@@ -82,7 +82,12 @@ def test_ingest_then_stats_match_and_reingest_adds_nothing(backend: str, store_u
     stats = run_json("stats", "--store", store_url, "--partition", "ide")
     assert (stats["partition"], stats["threads"], stats["messages"]) == ("ide", 2, 8)
     assert stats["store"] == backend
-    assert run_json("stats", "--store", store_url)["messages"] == 0  # the "default" partition is empty
+    home = run_json("stats", "--store", store_url)
+    # The "default" partition is empty, and the answer says which partition is not.
+    assert (home["partition"], home["messages"], home["partitions"]) == ("default", 0, {"ide": 2})
+    table = run_cli("stats", "--store", store_url)
+    assert "Partitions: ide (2 threads). Show one with --partition NAME" in " ".join(table.stdout.split())
+    assert "partitions" not in run_json("stats", "--store", store_url, "--all-partitions")
 
     again = run_json("ingest", path, "--store", store_url, "--partition", "ide")
     assert (again["appended"], again["duplicates"]) == (0, 8)

@@ -36,7 +36,14 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
 from palimpsest.scheduler.foreground import ForegroundGate
-from palimpsest.scheduler.maintenance import EvolutionStep, Maintenance, backlog_floor, evolution_steps
+from palimpsest.scheduler.maintenance import (
+    LEASE_SECONDS,
+    STOPPED_EVOLUTION,
+    EvolutionStep,
+    Maintenance,
+    backlog_floor,
+    evolution_steps,
+)
 from palimpsest.scheduler.summarizer import Background, SummaryDraft
 from palimpsest.server.cli.main import app
 from palimpsest.server.cli.output import job_bars
@@ -127,23 +134,26 @@ async def test_compaction_tick_takes_the_largest_backlogs_and_records_a_cycle(st
     assert await uncovered(store, "big") <= 6 + 2 and await uncovered(store, "mid") <= 6 + 2
     assert await store.recent_cycles(5) == [cycle]
     assert await check_store(store) == []
-    # Every lease went back: another process can take the job and each thread at once.
-    for name in ("job:compaction", f"compact:{PARTITION}:big", f"compact:{PARTITION}:mid"):
+    # Every lease went back: another process can take each thread at once.
+    for name in (f"compact:{PARTITION}:big", f"compact:{PARTITION}:mid", f"compact:{PARTITION}:small"):
         assert await store.acquire_lease(name, "beta", 60, now=clock())
-
+    # Every thread due is held elsewhere: nothing to do here, nothing recorded.
     assert await maintenance(store, clock, holder="gamma").compaction_tick() is None
+    assert await store.recent_cycles(5) == [cycle]
 
 
-async def test_a_process_that_loses_the_job_lease_skips_until_it_expires(store: MemoryStore) -> None:
+async def test_a_thread_held_by_a_dead_process_is_compacted_once_its_short_lease_expires(
+    store: MemoryStore,
+) -> None:
     await fill(store, {"t-1": 40})
     clock = Clock()
-    assert await store.acquire_lease("job:compaction", "beta", 300, now=clock())
+    assert await store.acquire_lease(f"compact:{PARTITION}:t-1", "beta", LEASE_SECONDS, now=clock())
 
     assert await maintenance(store, clock).compaction_tick() is None
     assert await uncovered(store, "t-1") == 40
     assert await store.recent_cycles(5) == []
 
-    clock.advance(300)  # beta died: its lease expires and alpha runs
+    clock.advance(LEASE_SECONDS)  # beta died without renewing: its lease expires and alpha runs
     cycle = await maintenance(store, clock).compaction_tick()
     assert cycle is not None and cycle.threads == 1
     assert await uncovered(store, "t-1") <= 8
@@ -178,7 +188,7 @@ async def test_a_failing_thread_is_recorded_and_the_tick_goes_on(store: MemorySt
     assert await uncovered(store, "t-good") <= 8
     assert await store.recent_cycles(1) == [cycle]
     assert await store.acquire_lease(f"compact:{PARTITION}:t-bad", "beta", 60, now=clock())
-    assert await store.acquire_lease("job:compaction", "beta", 60, now=clock())
+    assert await store.acquire_lease(f"compact:{PARTITION}:t-good", "beta", 60, now=clock())
 
 
 async def test_a_store_outage_is_recorded_not_raised(tmp_path: Path) -> None:
@@ -197,8 +207,9 @@ async def test_a_store_outage_is_recorded_not_raised(tmp_path: Path) -> None:
     worker.steps = [EvolutionStep("outage", close_the_store), EvolutionStep("read", read_the_store)]
     cycle = await worker.evolution_tick()
     assert cycle is not None and cycle.steps == {"outage": 0}
-    assert cycle.errors == ["step read: the SQLite store is not open: call initialize() first"]
-    # A tick that cannot even ask for its lease raises; the scheduled job logs and goes on.
+    # The outage ends the tick when the next step asks for its lease; the read never runs.
+    assert cycle.errors == ["the SQLite store is not open: call initialize() first"]
+    # A tick that cannot even read the backlog raises; the scheduled job logs and goes on.
     with pytest.raises(StoreUnavailable):
         await worker.compaction_tick()
     await worker._scheduled("compaction")
@@ -230,40 +241,75 @@ async def test_evolution_runs_every_step_and_records_their_counts(store: MemoryS
     assert await store.recent_cycles(5) == [cycle]
 
 
-async def test_leases_are_renewed_during_a_long_tick_and_a_lost_one_ends_it(store: MemoryStore) -> None:
+async def test_leases_are_renewed_during_a_long_step_and_a_lost_one_ends_only_that_step(store: MemoryStore) -> None:
     clock = Clock()
     seen: list[bool] = []
 
-    async def slow_batches(pause: Pause) -> int:
-        for _ in range(4):
-            clock.advance(80)  # each batch takes most of a 100 s lease
-            seen.append(await store.acquire_lease("job:evolution", "beta", 100, now=clock()))
-            await pause()
-        return 4
+    def slow_batches(name: str) -> EvolutionStep:
+        async def run(pause: Pause) -> int:
+            for _ in range(4):
+                clock.advance(80)  # each batch takes most of a 100 s lease
+                seen.append(await store.acquire_lease(f"evolve:{name}", "beta", 100, now=clock()))
+                await pause()
+            return 4
 
-    steps = [EvolutionStep("batches", slow_batches), EvolutionStep("more", slow_batches)]
+        return EvolutionStep(name, run)
+
+    steps = [slow_batches("batches"), slow_batches("more")]
     cycle = await maintenance(store, clock, steps=steps, lease_seconds=100).evolution_tick()
     assert cycle is not None and cycle.errors == [] and cycle.steps == {"batches": 4, "more": 4}
-    assert seen == [False] * 8, "beta got the lease of a live tick"
+    assert seen == [False] * 8, "beta got the lease of a live step"
 
-    async def stall(_pause: Pause) -> int:
+    async def stall(pause: Pause) -> int:
         clock.advance(101)
-        assert await store.acquire_lease("job:evolution", "beta", 100, now=clock())
+        assert await store.acquire_lease("evolve:stall", "beta", 100, now=clock())
+        await pause()
         return 1
 
-    never: list[int] = []
+    after: list[int] = []
 
-    async def after(_pause: Pause) -> int:
-        never.append(1)
+    async def next_step(_pause: Pause) -> int:
+        after.append(1)
         return 1
 
-    steps = [EvolutionStep("stall", stall), EvolutionStep("after", after)]
+    steps = [EvolutionStep("stall", stall), EvolutionStep("after", next_step)]
     cycle = await maintenance(store, clock, steps=steps, lease_seconds=100).evolution_tick()
-    assert cycle is not None and never == []
-    assert cycle.steps == {"stall": 1}
-    assert cycle.errors == ["lease job:evolution was taken over by another process (this one stalled past its expiry)"]
-    # beta holds it still: alpha's release in finally did not touch beta's lease.
-    assert not await store.acquire_lease("job:evolution", "gamma", 100, now=clock())
+    assert cycle is not None and after == [1]
+    assert cycle.steps == {"after": 1}
+    assert cycle.errors == [
+        "step stall: lease evolve:stall was taken over by another process (this one stalled past its expiry)"
+    ]
+    # beta holds it still: alpha's release on the way out did not touch beta's lease.
+    assert not await store.acquire_lease("evolve:stall", "gamma", 100, now=clock())
+    assert await store.acquire_lease("evolve:after", "gamma", 100, now=clock())
+
+
+async def test_the_heartbeat_keeps_a_lease_through_a_pause_longer_than_its_life(store: MemoryStore) -> None:
+    """A step that never pauses (a summary drafted by a slow model) keeps its lease.
+
+    Real time here: a 0.6 s lease, renewed every 0.2 s, outlives a 2 s step with no
+    pause point in it; once the tick is over, the lease is free at once.
+    """
+    seen: list[bool] = []
+
+    async def long_draft(_pause: Pause) -> int:
+        for _ in range(10):
+            await asyncio.sleep(0.2)
+            seen.append(await store.acquire_lease("evolve:draft", "beta", 0.6))
+        return 1
+
+    worker = Maintenance(
+        store,
+        make_settings().maintenance,
+        ExtractiveSummarizer(),
+        steps=[EvolutionStep("draft", long_draft)],
+        lease_seconds=0.6,
+        heartbeat_seconds=0.2,
+    )
+    cycle = await worker.evolution_tick()
+    assert cycle is not None and cycle.errors == [] and cycle.steps == {"draft": 1}
+    assert seen == [False] * 10, "the lease expired while its holder worked"
+    assert await store.acquire_lease("evolve:draft", "beta", 0.6)
 
 
 # -- shutdown and the scheduler ------------------------------------------------------
@@ -297,8 +343,8 @@ async def test_shutdown_stops_a_tick_at_its_next_pause_and_releases_its_leases(s
 
     assert ran == ["long"]
     [cycle] = await store.recent_cycles(5)
-    assert cycle.steps == {"long": 5} and cycle.errors == ["stopped between steps by shutdown"]
-    assert await store.acquire_lease("job:evolution", "beta", 60, now=clock())
+    assert cycle.steps == {"long": 5} and cycle.errors == [STOPPED_EVOLUTION]
+    assert await store.acquire_lease("evolve:long", "beta", 60, now=clock())
     # Once stopped, a scheduled tick does nothing at all.
     await worker._scheduled("compaction")
     assert len(await store.recent_cycles(5)) == 1
@@ -337,8 +383,13 @@ async def test_the_scheduler_runs_both_jobs_on_their_intervals(store: MemoryStor
 
 
 async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
+    """A background task's first wait (a tick starting) is bounded by the cap alone."""
     gate = ForegroundGate(quiet_seconds=0.02, max_wait_seconds=0.3)
-    assert await gate.wait_idle() is True
+
+    def first_wait() -> asyncio.Task[bool]:
+        return asyncio.create_task(gate.wait_idle())
+
+    assert await first_wait() is True
 
     async def call(seconds: float) -> None:
         async with gate.foreground():
@@ -347,19 +398,76 @@ async def test_the_gate_waits_for_calls_in_flight_within_its_cap() -> None:
     in_flight = asyncio.create_task(call(0.1))
     await asyncio.sleep(0)
     assert gate.active == 1
-    assert await gate.wait_idle() is True
+    assert await first_wait() is True
     assert in_flight.done() and gate.active == 0
 
     # A steady stream of calls: the wait ends at the cap while calls are still in flight,
     # so background work never starves.
     stream = [asyncio.create_task(call(0.05 * (i + 1))) for i in range(20)]
     await asyncio.sleep(0)
-    assert await gate.wait_idle() is False
+    assert await first_wait() is False
     assert gate.active > 0 and not all(task.done() for task in stream)
     for task in stream:
         task.cancel()
     await asyncio.gather(*stream, return_exceptions=True)
     assert gate.active == 0
+
+
+async def test_under_constant_load_background_work_gets_its_share() -> None:
+    """After a slice of work, a background task waits for the foreground in proportion.
+
+    A call holds the gate from the first slice on; without the share, every wait would
+    run to the 30 s cap. With a share of one half, a 0.2 s slice owes about 0.2 s of
+    waiting (the 10 s bound below only guards against that cap).
+    """
+    gate = ForegroundGate(quiet_seconds=0.02, max_wait_seconds=30, background_share=0.5)
+    release = asyncio.Event()
+    busy = asyncio.Event()
+    calls: list[asyncio.Task[None]] = []
+
+    async def endless_call() -> None:
+        async with gate.foreground():
+            busy.set()
+            await release.wait()
+
+    async def background() -> list[bool]:
+        waits = [await gate.wait_idle()]  # the tick starts while the server is idle
+        calls.append(asyncio.create_task(endless_call()))
+        await busy.wait()
+        for _ in range(3):
+            await asyncio.sleep(0.2)  # one slice of work
+            waits.append(await gate.wait_idle())
+        return waits
+
+    try:
+        assert await asyncio.wait_for(background(), 10) == [True, False, False, False]
+    finally:
+        release.set()
+        await asyncio.gather(*calls)
+    with pytest.raises(ValueError, match="background_share"):
+        ForegroundGate(background_share=0)
+
+
+async def test_a_stopping_process_ends_background_waits_at_once() -> None:
+    gate = ForegroundGate(max_wait_seconds=30)
+    release = asyncio.Event()
+
+    async def endless_call() -> None:
+        async with gate.foreground():
+            await release.wait()
+
+    call = asyncio.create_task(endless_call())
+    await asyncio.sleep(0)
+    waiting = asyncio.create_task(gate.wait_idle())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    gate.stop_waiting()
+    try:
+        assert await asyncio.wait_for(waiting, 10) is False  # not the 30 s cap
+        assert await asyncio.wait_for(gate.wait_idle(), 10) is False
+    finally:
+        release.set()
+        await call
 
 
 async def test_a_grep_never_waits_behind_more_than_one_write_of_a_running_compaction(
@@ -509,15 +617,18 @@ def test_maintain_once_compacts_and_reports(tmp_path: Path) -> None:
         await store.initialize()
         try:
             breaches = await check_store(store)
-            held = await store.acquire_lease("job:compaction", "other-process", 600)
+            free = await store.acquire_lease(f"compact:{PARTITION}:t-1", "other-process", 600)
             left = await store.count_uncovered(PARTITION, "t-1")
-            return left, [breach.message for breach in breaches] + ([] if held else ["lease left behind"])
+            # A new backlog, on a thread another process is compacting.
+            await fill(store, {"t-3": 40})
+            held = await store.acquire_lease(f"compact:{PARTITION}:t-3", "other-process", 600)
+            return left, [breach.message for breach in breaches] + ([] if free and held else ["lease left behind"])
         finally:
             await store.close()
 
     left, problems = asyncio.run(inspect())
     assert left <= 8 and problems == []
-    # Another process now holds the compaction lease: this run skips that job.
+    # Another process holds the only thread due: this run skips the compaction job.
     skipped = runner.invoke(app, ["maintain", "--once", "--store", url, "--json"], env=env)
     assert skipped.exit_code == 0, skipped.output
     assert json.loads(skipped.stdout)["compaction"] is None

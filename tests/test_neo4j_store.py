@@ -100,6 +100,55 @@ async def test_initialize_twice_keeps_the_schema_and_the_data() -> None:
         await store.close()
 
 
+async def index_names(uri: str) -> set[str]:
+    """The database's index names, asked of the server itself (test scaffolding)."""
+    import neo4j
+
+    async with neo4j.AsyncGraphDatabase.driver(uri, auth=None) as driver:
+        rows, _, _ = await driver.execute_query("SHOW INDEXES YIELD name RETURN name", database_="neo4j")
+        return {row["name"] for row in rows}
+
+
+async def run_cypher(uri: str, statement: str) -> None:
+    import neo4j
+
+    async with neo4j.AsyncGraphDatabase.driver(uri, auth=None) as driver:
+        await driver.execute_query(statement, database_="neo4j")
+
+
+@pytest.mark.neo4j
+async def test_the_schema_is_applied_once_per_version() -> None:
+    """An open reads the schema's version and re-applies the schema only when it differs."""
+    uri = neo4j_test_uri()
+    await wipe_neo4j(uri)
+    store = Neo4jStore(uri, Neo4jCredentials())
+    await store.initialize()
+    await store.close()
+    assert "thread_partition" in await index_names(uri)
+    # An index gone behind the schema's back stays gone: the version says the schema is there.
+    await run_cypher(uri, "DROP INDEX thread_partition")
+    again = Neo4jStore(uri, Neo4jCredentials())
+    await again.initialize()
+    await again.close()
+    assert "thread_partition" not in await index_names(uri), "the schema was applied again"
+    # Another version (an older Palimpsest wrote it): the schema is applied, and the version recorded.
+    await run_cypher(uri, "MATCH (s:PalimpsestSchema) SET s.version = 'older'")
+    upgraded = Neo4jStore(uri, Neo4jCredentials())
+    await upgraded.initialize()
+    try:
+        assert "thread_partition" in await index_names(uri)
+        await upgraded.append_messages("ide", "t", [NewMessage(role=Role.user, content="after the upgrade")])
+        assert [hit.snippet for hit in await upgraded.search_text("upgrade", partition="ide")] == ["after the upgrade"]
+    finally:
+        await upgraded.close()
+    await run_cypher(uri, "DROP INDEX thread_partition")
+    current = Neo4jStore(uri, Neo4jCredentials())
+    await current.initialize()
+    await current.close()
+    assert "thread_partition" not in await index_names(uri), "the new version was not recorded"
+    await wipe_neo4j(uri)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

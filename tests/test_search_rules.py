@@ -119,6 +119,8 @@ OLD_NEO4J_INDEX = [
     "CREATE FULLTEXT INDEX memory_text FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text] "
     "OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-no-stop-words'}}",
     "CALL db.awaitIndexes(60)",
+    # A store made then had no schema version: the next open applies the schema.
+    "MATCH (s:PalimpsestSchema) DELETE s",
 ]
 
 

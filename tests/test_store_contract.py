@@ -701,6 +701,15 @@ async def test_stats_count_what_is_stored(store: MemoryStore, backend: str) -> N
     assert stats.summaries_by_level == {}
 
 
+async def test_partitions_lists_every_partition_with_its_threads(store: MemoryStore) -> None:
+    assert await store.partitions() == {}
+    await append(store, "t1", ["one"])
+    await append(store, "t2", ["two"])
+    await store.append_messages("windsurf", "t1", [msg("same id, another partition", "w")])
+    assert await store.partitions() == {P: 2, "windsurf": 1}
+    assert list(await store.partitions()) == sorted([P, "windsurf"])
+
+
 async def test_list_threads_most_recent_first(store: MemoryStore) -> None:
     for thread_id in ("t1", "t2", "t3"):
         await append(store, thread_id, [f"in {thread_id}"])

@@ -15,6 +15,7 @@ order by all three so the index order is used; summary lookups give
 
 from __future__ import annotations
 
+import hashlib
 import re
 from importlib import resources
 from typing import LiteralString
@@ -32,6 +33,11 @@ def schema_statements() -> list[str]:
     text = resources.files(__package__).joinpath("schema.cypher").read_text("utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("//")]
     return [stmt.strip() for stmt in "\n".join(lines).split(";") if stmt.strip()]
+
+
+def schema_version() -> str:
+    """A digest of ``schema.cypher``'s statements: it changes whenever the schema does."""
+    return hashlib.sha256("\n;\n".join(schema_statements()).encode()).hexdigest()[:16]
 
 
 def text_analyzer() -> str:
@@ -96,6 +102,13 @@ RETURN options.indexConfig['fulltext.analyzer'] AS analyzer
 #: Drop the full-text index so the schema makes it anew (its analyzer changed); Neo4j
 #: then indexes every node again in the background, and AWAIT_INDEXES waits for it.
 DROP_TEXT_INDEX: LiteralString = "DROP INDEX memory_text IF EXISTS"
+#: The version of the schema last applied to this database (no row before the first).
+SCHEMA_VERSION: LiteralString = "MATCH (s:PalimpsestSchema {id: 'schema'}) RETURN s.version AS version"
+#: Record the version just applied, once its indexes are online.
+MARK_SCHEMA_VERSION: LiteralString = """
+MERGE (s:PalimpsestSchema {id: 'schema'})
+SET s.version = $version, s.applied_at = $now
+"""
 
 # -- threads and messages ----------------------------------------------------------
 
@@ -257,6 +270,12 @@ CALL db.index.fulltext.queryNodes('memory_text', $query) YIELD node, score
     + _TEXT_HITS
 )
 
+#: Every partition holding a thread, with its thread count, by name.
+PARTITIONS: LiteralString = """
+MATCH (t:Thread)
+RETURN t.partition AS partition, count(t) AS threads
+ORDER BY partition
+"""
 STATS: LiteralString = """
 MATCH (t:Thread)
 WHERE $partition IS NULL OR t.partition = $partition

@@ -61,3 +61,8 @@ CREATE RANGE INDEX archived_message_id IF NOT EXISTS FOR (m:ArchivedMessage) ON 
 // record of each one-time data migration, so opening a migrated store costs one lookup.
 CREATE CONSTRAINT read_position_key IF NOT EXISTS FOR (p:ReadPosition) REQUIRE (p.partition, p.thread_id, p.path) IS UNIQUE;
 CREATE CONSTRAINT store_migration_name IF NOT EXISTS FOR (g:StoreMigration) REQUIRE g.name IS UNIQUE;
+
+// The schema's version, one node: initialize() reads it and applies this file only when
+// it differs (a new database, or a Palimpsest with another schema), so an open is one
+// query, not one per statement here.
+CREATE CONSTRAINT palimpsest_schema_id IF NOT EXISTS FOR (s:PalimpsestSchema) REQUIRE s.id IS UNIQUE;

@@ -110,7 +110,15 @@ class Neo4jStore(
     # -- lifecycle ----------------------------------------------------------------
 
     async def initialize(self) -> None:
-        """Connect, apply ``cypher/schema.cypher`` idempotently, wait for the indexes, migrate data once."""
+        """Connect; unless the database holds this schema's version, apply ``schema.cypher``.
+
+        Why a version: the schema is about 25 statements, each a round trip and a
+        notification, and every CLI command, hook and server opens the store; with the
+        version checked, an open is one query. Applying is idempotent, so processes
+        opening a new database at once do no harm; the version is recorded only once
+        every index is online and the one-time data migrations have run (they come with
+        a new schema version).
+        """
         if self._driver is None:
             password = self._credentials.password
             try:
@@ -134,6 +142,10 @@ class Neo4jStore(
                 await driver.verify_connectivity()
             except ValueError as exc:  # an address the driver can only resolve now
                 raise InvalidInput(f"cannot use Neo4j URI {self._uri!r}: {exc}") from exc
+            version = q.schema_version()
+            found, _, _ = await driver.execute_query(q.SCHEMA_VERSION, database_=self._credentials.database)
+            if found and found[0]["version"] == version:
+                return
             await self._drop_stale_text_index(driver)
             for statement in q.schema_statements():
                 try:
@@ -145,6 +157,7 @@ class Neo4jStore(
                         raise
         await self._query(q.AWAIT_INDEXES)
         await self.move_legacy_positions()
+        await self._query(q.MARK_SCHEMA_VERSION, write=True, version=version, now=utcnow())
 
     async def _drop_stale_text_index(self, driver: AsyncDriver) -> None:
         """Drop ``memory_text`` when it was made with another analyzer than the schema's.
@@ -300,6 +313,10 @@ class Neo4jStore(
             )
             for row in rows
         ]
+
+    async def partitions(self) -> dict[str, int]:
+        """Threads counted by partition (see `MemoryStore`)."""
+        return {row["partition"]: row["threads"] for row in await self._query(q.PARTITIONS)}
 
     async def stats(self, partition: str | None) -> StoreStats:
         """Counts from the thread counters, summaries by level and facts (see `MemoryStore`)."""

@@ -148,6 +148,7 @@ SELECT count(*), coalesce(sum(message_count), 0), coalesce(sum(tokens), 0), coal
 FROM threads
 WHERE :partition IS NULL OR partition = :partition
 """
+PARTITIONS = "SELECT partition, count(*) FROM threads GROUP BY partition ORDER BY partition"
 SUMMARY_LEVELS = """
 SELECT level, count(*) FROM summaries WHERE :partition IS NULL OR partition = :partition
 GROUP BY level ORDER BY level

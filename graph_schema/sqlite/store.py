@@ -369,6 +369,14 @@ class SqliteStore(
 
         return await self._read(read)
 
+    async def partitions(self) -> dict[str, int]:
+        """One GROUP BY over the threads table (see `MemoryStore`)."""
+
+        def read(conn: sqlite3.Connection) -> dict[str, int]:
+            return {partition: count for partition, count in conn.execute(q.PARTITIONS)}
+
+        return await self._read(read)
+
 
 def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
     """The query's words that can rank a message: those in some but not most messages.

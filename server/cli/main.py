@@ -72,21 +72,28 @@ def stats(
 ) -> None:
     """Count threads, messages, summaries by level and facts (what memory_stats returns).
 
+    Without --partition or --all-partitions it counts the home partition and lists every
+    partition in the store, with its threads (--json: under "partitions").
+
     Example: palimpsest stats --partition claude-code
     """
     from palimpsest.server.cli import output
 
     settings = settings_from_flags(store, partition)
     scope = read_scope(settings, all_partitions, partition)
+    listed = partition is None and not all_partitions
 
-    async def work(opened: MemoryStore) -> StoreStats:
-        return await opened.stats(scope)
+    async def work(opened: MemoryStore) -> tuple[StoreStats, dict[str, int] | None]:
+        return await opened.stats(scope), (await opened.partitions() if listed else None)
 
-    result = run_command(lambda: on_store(settings, work))
+    result, partitions = run_command(lambda: on_store(settings, work))
     if json:
-        output.print_json(result)
-    else:
-        output.stdout_console().print(output.stats_table(result))
+        output.print_json(result if partitions is None else result.model_dump(mode="json") | {"partitions": partitions})
+        return
+    console = output.stdout_console()
+    console.print(output.stats_table(result))
+    if partitions is not None:
+        console.print(output.partitions_line(partitions))
 
 
 def doctor(
@@ -233,7 +240,7 @@ def maintain(
     Without it, the jobs run now, then every PALIMPSEST_COMPACTION_INTERVAL and KG_EVOLUTION_INTERVAL
     seconds until Ctrl+C.
 
-    Leases in the store keep it from running a job another process is running.
+    Leases in the store keep it off the threads and steps other processes are working on.
 
     Example: palimpsest maintain --once --store sqlite:///memory.db
     """

@@ -116,6 +116,14 @@ def stats_table(stats: StoreStats) -> Table:
     return table
 
 
+def partitions_line(partitions: dict[str, int]) -> Text:
+    """Which partitions the store holds, under counts of one of them: the others are not empty."""
+    if not partitions:
+        return Text("No partition holds a thread yet.")
+    listed = ", ".join(f"{name} ({count} thread{'s' if count != 1 else ''})" for name, count in partitions.items())
+    return Text(f"Partitions: {listed}. Show one with --partition NAME, all with --all-partitions.")
+
+
 def hits_table(hits: Sequence[GrepHit]) -> Table:
     """Search hits, best first: where each one sits, its id, and its snippet below the id."""
     table = Table(title=f"{len(hits)} hit{'s' if len(hits) != 1 else ''}", show_lines=True)
@@ -322,13 +330,13 @@ def context_table(result: AssembledContext) -> Table:
 
 
 def cycles_table(cycles: dict[str, MaintenanceCycle | None]) -> Table:
-    """One row per job: what its tick did, or that another process holds its lease."""
+    """One row per job: what its tick did, or that other processes hold every thread or step it had to do."""
     table = Table(title="maintenance")
     for name in ("job", "ran", "threads", "summaries", "facts", "errors"):
         table.add_column(name, justify="left" if name in ("job", "ran") else "right")
     for job, cycle in cycles.items():
         if cycle is None:
-            table.add_row(job, "skipped: another process holds its lease", "", "", "", "")
+            table.add_row(job, "skipped: other processes hold all its work", "", "", "", "")
             continue
         seconds = (cycle.finished_at - cycle.started_at).total_seconds()
         table.add_row(

@@ -16,10 +16,14 @@ from __future__ import annotations
 import gc
 import ipaddress
 import logging
+import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -92,7 +96,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
     summarizer = make_summarizer(settings.llm)
     # One embedder per process; a local model loads on first use, in the background.
     embedder = make_embedder(settings.embedder, settings.llm)
-    gate = ForegroundGate()
+    gate = ForegroundGate(background_share=settings.background_share)
     metrics = ToolMetrics()
     live = LiveServer(scheduler_wanted=settings.scheduler)
 
@@ -255,6 +259,33 @@ def run_server(
     # uvicorn without its own logging config hands its lines to the root handler above.
     uvicorn_config = {"log_config": None} if log_format is LogFormat.json else None
     sockets = [listening] if listening is not None else None
-    server.run(
-        transport="http", host=host, port=port, show_banner=False, uvicorn_config=uvicorn_config, sockets=sockets
-    )
+    with signals_end_serving():
+        server.run(
+            transport="http", host=host, port=port, show_banner=False, uvicorn_config=uvicorn_config, sockets=sockets
+        )
+
+
+@contextmanager
+def signals_end_serving() -> Iterator[None]:
+    """Let SIGTERM and SIGINT stop an HTTP server cleanly, background work included.
+
+    uvicorn catches both, stops serving gracefully, then raises the signal again to
+    the handler it found. FastMCP exits the server's lifespan (which stops maintenance
+    and closes the store) only after uvicorn returns, so Python's own handlers there
+    would end the process first (SIGTERM) or raise KeyboardInterrupt through the
+    lifespan (SIGINT): leases were left held and the cycle unrecorded. Handlers that
+    only log take their place while serving; the stop already under way is the answer.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def noted(signum: int, _frame: FrameType | None) -> None:
+        logger.info("%s received: stopping", signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, noted) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
