@@ -272,7 +272,11 @@ def legacy_message(index: int, cursor: dict[str, list[int]] | None) -> NewMessag
 
 
 async def forget_positions(store_url: str, backend: str) -> None:
-    """Make the store look as an older Palimpsest left it: no place for read positions yet."""
+    """Make the store look as an older Palimpsest left it: no place for read positions yet.
+
+    On Neo4j that is an older schema version too: an open migrates data only when it
+    applies a new schema.
+    """
     if backend == "sqlite":
         conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
         try:
@@ -284,7 +288,9 @@ async def forget_positions(store_url: str, backend: str) -> None:
 
     driver = neo4j.AsyncGraphDatabase.driver(store_url, auth=None)
     try:
-        await driver.execute_query("MATCH (n) WHERE n:StoreMigration OR n:ReadPosition DETACH DELETE n")
+        await driver.execute_query(
+            "MATCH (n) WHERE n:StoreMigration OR n:ReadPosition OR n:PalimpsestSchema DETACH DELETE n"
+        )
     finally:
         await driver.close()
 
