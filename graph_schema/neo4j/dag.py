@@ -161,6 +161,7 @@ class Neo4jDag(Neo4jBase):
                     covered=sum(len(summary.child_ids) for summary in summaries),
                     summaries=rows_out,
                 )
+                await self._run(tx, q.RAISE_COVERED_FLOOR, partition=first.partition, thread_id=first.thread_id)
             else:
                 await self._run(tx, q.SUMMARY_BATCH_WRITE_OVER_SUMMARIES, summaries=rows_out)
             return derived

@@ -278,13 +278,28 @@ UNCOVERED_MESSAGES: LiteralString = (
     + """
 RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= coalesce(t.covered_floor, 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN """
     + _MESSAGE_PROPS
     + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
 } AS messages
 """
 )
+
+#: Raise the thread's covered floor over the level-1 runs from it up, as
+#: `graph_schema/floors.py`'s ``raised_floor`` does: runs never overlap, so once a run
+#: starts above the floor every later one does too. Run after level-1 summaries are
+#: written, in their transaction.
+RAISE_COVERED_FLOOR: LiteralString = """
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+WITH t, coalesce(t.covered_floor, 0) AS floor
+WITH t, floor, COLLECT {
+    MATCH (s:Summary {thread_id: t.id, level: 1})
+    WHERE s.first_seq >= floor AND s.partition = t.partition
+    RETURN [s.first_seq, s.last_seq] AS run ORDER BY s.first_seq
+} AS runs
+SET t.covered_floor = reduce(f = floor, run IN runs | CASE WHEN run[0] <= f THEN run[1] + 1 ELSE f END)
+"""
 
 UNCOVERED_SUMMARIES: LiteralString = (
     """
@@ -495,7 +510,7 @@ FRONTIER: LiteralString = (
     + """
 RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= coalesce(t.covered_floor, 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
 } + COLLECT {
     MATCH (s:Summary {thread_id: t.id})
@@ -518,7 +533,7 @@ CONTEXT_FRONTIER: LiteralString = (
     + """
 WITH t, COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= coalesce(t.covered_floor, 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
     ORDER BY m.seq DESC
 } AS messages, COLLECT {

@@ -123,6 +123,8 @@ class Neo4jTransfer(Neo4jBase):
                 )
                 stored.add(summary.id)
                 written += 1
+                if summary.level == 1:
+                    await self._run(tx, q.RAISE_COVERED_FLOOR, partition=summary.partition, thread_id=summary.thread_id)
             return written
 
         return await self._transaction(work, write=True)

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 
 from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.floors import raised_floor
 from palimpsest.graph_schema.models import (
     ArchivedRange,
     ContextFrontier,
@@ -63,8 +64,14 @@ def _summaries(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> list[Su
     return [_summary(row, children.get(row["id"], []), parents.get(row["id"])) for row in rows]
 
 
+def covered_floor(conn: sqlite3.Connection, partition: str, thread_id: str) -> int:
+    """The seq below which every message of the thread is covered (`graph_schema/floors.py`)."""
+    return int(conn.execute(q.COVERED_FLOOR, {"partition": partition, "thread_id": thread_id}).fetchone()[0])
+
+
 def _frontier(conn: sqlite3.Connection, partition: str, thread_id: str) -> list[FrontierItem]:
-    scope = {"partition": partition, "thread_id": thread_id}
+    """Top summaries and the messages no summary covers, read from the covered floor up."""
+    scope = {"partition": partition, "thread_id": thread_id, "floor": covered_floor(conn, partition, thread_id)}
     items = [
         FrontierItem(kind="summary", id=r[0], level=r[1], first_seq=r[2], last_seq=r[3], tokens=r[4])
         for r in conn.execute(q.TOP_SUMMARIES, scope)
@@ -85,7 +92,7 @@ def refuse_covered(conn: sqlite3.Connection, scope: Mapping[str, object]) -> Non
 
 
 def insert_summary(conn: sqlite3.Connection, summary: Summary) -> None:
-    """Write a summary, its ordered edges and, for an L1, its thread's covered count.
+    """Write a summary, its ordered edges and, for an L1, its thread's covered count and floor.
 
     One writer for both ways a summary arrives (compaction derives it, a transfer copies
     it), inside the caller's transaction, so the two cannot store it differently.
@@ -103,10 +110,13 @@ def insert_summary(conn: sqlite3.Connection, summary: Summary) -> None:
         q.INSERT_EDGE, [(summary.id, child_id, position) for position, child_id in enumerate(summary.child_ids)]
     )
     if summary.level == 1:
-        conn.execute(
-            q.COVER_MESSAGES,
-            {"covered": len(summary.child_ids), "thread_id": summary.thread_id, "partition": summary.partition},
-        )
+        scope = {"thread_id": summary.thread_id, "partition": summary.partition}
+        conn.execute(q.COVER_MESSAGES, {"covered": len(summary.child_ids), **scope})
+        floor = covered_floor(conn, summary.partition, summary.thread_id)
+        runs = [(row[0], row[1]) for row in conn.execute(q.RUNS_FROM_FLOOR, {"floor": floor, **scope})]
+        raised = raised_floor(floor, runs)
+        if raised != floor:
+            conn.execute(q.SET_COVERED_FLOOR, {"floor": raised, **scope})
 
 
 class SqliteDag(SqliteBase):
@@ -128,6 +138,7 @@ class SqliteDag(SqliteBase):
         def read(conn: sqlite3.Connection) -> list[Message]:
             with transaction(conn, "DEFERRED"):
                 require_thread(conn, partition, thread_id)
+                params["floor"] = covered_floor(conn, partition, thread_id)
                 return [message_from_row(row) for row in conn.execute(q.UNCOVERED_MESSAGES, params)]
 
         return await self._run(read)

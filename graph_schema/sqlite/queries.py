@@ -57,7 +57,7 @@ WHERE id = :id AND (:partition IS NULL OR partition = :partition)
 """
 UNCOVERED_MESSAGES = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages AS m
-WHERE partition = :partition AND thread_id = :thread_id
+WHERE partition = :partition AND thread_id = :thread_id AND seq >= :floor
   AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 ORDER BY seq LIMIT :limit
 """
@@ -121,13 +121,27 @@ WITH RECURSIVE up (origin, id, depth) AS (
 )
 SELECT origin, id FROM up ORDER BY origin, depth
 """
+COVERED_FLOOR = """
+SELECT coalesce((SELECT floor FROM covered_floors WHERE partition = :partition AND thread_id = :thread_id), 0)
+"""
+#: Level-1 runs from the floor up, in seq order (``summaries_by_thread`` serves it).
+RUNS_FROM_FLOOR = """
+SELECT first_seq, last_seq FROM summaries
+WHERE partition = :partition AND thread_id = :thread_id AND level = 1 AND first_seq >= :floor ORDER BY first_seq
+"""
+SET_COVERED_FLOOR = """
+INSERT INTO covered_floors (partition, thread_id, floor) VALUES (:partition, :thread_id, :floor)
+ON CONFLICT (partition, thread_id) DO UPDATE SET floor = excluded.floor
+"""
 TOP_SUMMARIES = """
 SELECT id, level, first_seq, last_seq, tokens FROM summaries AS s
 WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 """
+#: Messages no summary covers, from the thread's covered floor up (`COVERED_FLOOR`).
 UNCOVERED_SPANS = """
 SELECT id, seq, tokens FROM messages AS m
-WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+WHERE partition = :partition AND thread_id = :thread_id AND seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 """
 SUMMARY_EDGES = """
 SELECT e.parent_id, e.child_id, e.position FROM summarizes AS e
@@ -461,6 +475,7 @@ def query_words(text: str) -> list[str]:
 # -- migrations: files written by older versions (``migrations``) --------------------------
 
 TABLE_COLUMNS = "SELECT name FROM pragma_table_info(:table)"
+DROP_UNUSED_INDEXES = "DROP INDEX IF EXISTS embeddings_by_partition"
 ADD_SECRETS_REDACTED = "ALTER TABLE threads ADD COLUMN secrets_redacted INTEGER NOT NULL DEFAULT 0"
 
 #: Files from before threads were keyed by (partition, id): the four tables that name a
@@ -556,7 +571,9 @@ ARCHIVED_TOTALS = """
 SELECT count(*), coalesce(sum(last_seq - first_seq + 1), 0) FROM archived_ranges
 WHERE :partition IS NULL OR partition = :partition
 """
-#: Pages in use: freed pages (an archived run's) are reused before the file grows.
-BYTES_ON_DISK = """
-SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
+#: Pages in all and free pages, in bytes: freed pages (an archived run's) are reused
+#: before the file grows, so they are reclaimable.
+PAGE_BYTES = """
+SELECT page_count * page_size, freelist_count * page_size
+FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
 """

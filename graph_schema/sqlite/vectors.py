@@ -33,10 +33,12 @@ from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, page_limit
 from palimpsest.graph_schema.sqlite.vector_file import (
     CacheHeader,
     MappedVectors,
+    SearchView,
     TableRow,
     VectorFiles,
     cache_directory,
     np,
+    tail_vectors,
 )
 from palimpsest.graph_schema.vectors import (
     SNIPPET_CHARS,
@@ -104,6 +106,8 @@ class SqliteVectors(SqliteBase):
                 )  # fmt: skip
                 if nodes:
                     conn.execute(q.BUMP_VECTOR_VERSION, {"name": q.VECTOR_INDEX_NAME})
+            if nodes:
+                self._files_caught_up(conn, model, dimensions, wait=False)
             return len(nodes)
 
         return await self._run(write) if latest else 0
@@ -152,16 +156,16 @@ class SqliteVectors(SqliteBase):
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Catch the vector files up with the table, rank from the mapped files, read the hits' rows."""
+        """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows."""
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         limit = page_limit(limit)
         query = unit_vectors([vector], dimensions)[0]
         if not asked:
             return []
-        mapped = await self._run(lambda conn: self._caught_up(conn, model, dimensions))
+        view = await self._read(lambda conn: self._search_view(conn, model, dimensions))
         ranked = await asyncio.to_thread(
-            mapped.nearest,
+            view.nearest,
             query,
             kinds=asked,
             partition=partition,
@@ -214,36 +218,142 @@ class SqliteVectors(SqliteBase):
         )
         return VectorCandidates(hits, await self._refs(partition, [hit.id for hit in hits if hit.kind == "message"]))
 
-    def _caught_up(self, conn: sqlite3.Connection, model: str, dimensions: int) -> MappedVectors:
-        """The model's vector files, mapped and caught up with every write any process made.
+    def _search_view(self, conn: sqlite3.Connection, model: str, dimensions: int) -> SearchView:
+        """What a search reads at the table's current version; reads only, never writes a file.
 
-        Unchanged version since this process last looked: nothing to read. Otherwise,
-        under the files' lock, the header another process may have brought up to date is
-        read, and the files are caught up from the table if it is behind (see
-        ``vector_file``). On this process's first look the files are also checked against
-        the table, so a database file replaced under the same name is never searched
-        through another one's vectors.
+        Unchanged version since this process last looked: the same view. A new header
+        (maintenance or a writer caught the files up): its files are mapped afresh.
+        Otherwise the view is carried forward: the deletions logged since and the rows
+        past its last pk are read from the table (see `SearchView`). On this process's
+        first look the files are checked against the table, so a database file replaced
+        under the same name is never searched through another one's vectors.
         """
-        with transaction(conn, "DEFERRED"):
+        with self._view_lock, transaction(conn, "DEFERRED"):
             index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
             version = -1 if index is None else index["version"]
-            mapped = self._mapped_vectors
-            if mapped is not None and (mapped.header.model, mapped.header.dimensions) != (model, dimensions):
-                mapped = None
-            if mapped is not None and mapped.version == version:
-                return mapped
+            view = self._vector_view
+            if view is not None and (view.model, view.dimensions) != (model, dimensions):
+                view = None
+            if view is not None and view.version == version:
+                return view
             files = VectorFiles(self._vector_directory(), model, dimensions)
+            header, mapped = self._mapped(conn, files, first_look=view is None)
+            if view is None or header != view.header:
+                deletions = header.deletions if header is not None else conn.execute(q.LAST_DELETION).fetchone()[0]
+                view = SearchView(
+                    version, model, dimensions, header, mapped, tail_vectors(files.directory, model, dimensions, []),
+                    header.max_pk if header is not None else 0, deletions,
+                )  # fmt: skip
+            self._vector_view = view = self._carried_forward(conn, view, version)
+            return view
+
+    def _mapped(
+        self, conn: sqlite3.Connection, files: VectorFiles, *, first_look: bool
+    ) -> tuple[CacheHeader | None, MappedVectors | None]:
+        """The current header and its files mapped, or (None, None) when there are none usable.
+
+        Maintenance may switch the header to a new generation and remove the old files
+        between the header's read and the mapping: the header is then read again, a few
+        times, rather than waiting on the writers' lock.
+        """
+        for _ in range(3):
+            header = files.header()
+            if header is None or (first_look and not self._same_table(conn, files, header)):
+                return None, None
             try:
-                with files.locked():
-                    header = files.header()
-                    current = header is not None and header.version == version
-                    if not (current and (mapped is not None or self._same_table(conn, files, header))):
-                        header = self._catch_up(conn, files, header, version)
-                    assert header is not None
-                    self._mapped_vectors = files.map(header)
+                return header, files.map(header)
+            except FileNotFoundError:
+                continue
             except (OSError, ValueError) as exc:
                 raise StoreUnavailable(f"the vector files in {files.directory} cannot be used: {exc}") from exc
-            return self._mapped_vectors
+        return None, None
+
+    def _carried_forward(self, conn: sqlite3.Connection, view: SearchView, version: int) -> SearchView:
+        """The view with the deletions logged and the rows written since it was taken."""
+        deleted = conn.execute(q.DELETED_EMBEDDINGS, {"after": view.deletions}).fetchall()
+        fresh = [row for chunk in self._table_rows(conn, view.model, view.last_pk) for row in chunk]
+        files, tail = view.files, view.tail
+        if fresh:
+            old = tail.header.rows
+            vectors, meta = VectorFiles(tail.directory, view.model, view.dimensions).block(fresh)
+            tail = MappedVectors(
+                tail.directory,
+                tail.header.model_copy(update={"rows": old + len(fresh), "max_pk": fresh[-1].pk}),
+                np.concatenate([tail.vectors[:old], vectors]),
+                np.concatenate([tail.meta[:old], meta]),
+                None,
+            )
+        if deleted:
+            dead = np.array([row[1] for row in deleted], dtype=np.int64)
+            if files is not None:
+                gone = np.flatnonzero(np.isin(files.meta["pk"][: files.header.rows], dead))
+                excluded = gone if files.excluded is None else np.union1d(files.excluded, gone)
+                files = files.without(excluded)
+            meta = np.array(tail.meta)
+            meta["alive"][np.isin(meta["pk"], dead)] = 0
+            tail = MappedVectors(tail.directory, tail.header, tail.vectors, meta, None)
+        return SearchView(
+            version, view.model, view.dimensions, view.header, files, tail,
+            fresh[-1].pk if fresh else view.last_pk, deleted[-1][0] if deleted else view.deletions,
+        )  # fmt: skip
+
+    def _files_caught_up(self, conn: sqlite3.Connection, model: str, dimensions: int, *, wait: bool) -> int:
+        """Append the table's new rows to the files and mark deleted ones dead (never re-sorting).
+
+        So the files are laid out when vectors are written, not by the first search. A
+        writer (``wait`` false) skips when another process holds the files' lock;
+        searches read what the files lack from the table until the next write or
+        upkeep. Files missing or another database's are written afresh. Returns the rows
+        appended.
+        """
+        files = VectorFiles(self._vector_directory(), model, dimensions)
+        try:
+            with files.locked(wait=wait) as held:
+                if not held:
+                    return 0
+                with transaction(conn, "DEFERRED"):
+                    index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
+                    version = -1 if index is None else index["version"]
+                    header = files.header()
+                    before = 0 if header is None else header.rows
+                    if header is not None and header.version == version and self._same_table(conn, files, header):
+                        return 0
+                    header = self._catch_up(conn, files, header, version)
+                    return max(0, header.rows - before)
+        except OSError as exc:
+            raise StoreUnavailable(f"the vector files in {files.directory} cannot be written: {exc}") from exc
+
+    async def maintain_vectors(self) -> int:
+        """Vector upkeep (see `MemoryStore`): catch the files up, then re-sort or reclaim when due."""
+        models = dict(self._file_models())
+        if self._vectors.model is not None and self._vectors.dimensions is not None:
+            models[self._vectors.model] = self._vectors.dimensions
+
+        def upkeep(conn: sqlite3.Connection) -> int:
+            done = 0
+            for model, dimensions in models.items():
+                files = VectorFiles(self._vector_directory(), model, dimensions)
+                done += self._files_caught_up(conn, model, dimensions, wait=True)
+                try:
+                    with files.locked(wait=True):
+                        header = files.header()
+                        if header is not None:
+                            done += files.lay_out(header)[1]
+                except OSError as exc:
+                    raise StoreUnavailable(f"the vector files in {files.directory} cannot be written: {exc}") from exc
+            return done
+
+        return await self._run(upkeep)
+
+    def _file_models(self) -> Iterator[tuple[str, int]]:
+        """The model and size of every model's files beside the database."""
+        directory = self._vector_directory()
+        for path in directory.glob("*.json") if directory.is_dir() else ():
+            try:
+                header = CacheHeader.model_validate_json(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            yield header.model, header.dimensions
 
     def _same_table(self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None) -> bool:
         """Whether files at the table's version are this table's: the last pk and its vector agree.
@@ -307,7 +417,7 @@ class SqliteVectors(SqliteBase):
 
     def _release_vectors(self) -> None:
         """Unmap the files (a closed store keeps no file open); remove a ``:memory:`` store's."""
-        self._mapped_vectors = None
+        self._vector_view = None
         if self._vector_scratch is not None:
             self._vector_scratch.cleanup()
             self._vector_scratch = None
