@@ -25,7 +25,7 @@ Run by hand (not a test)::
    those, the newest 40 messages left uncovered. ``assemble_context`` (what every turn
    and the start-of-session memory read) is timed on each; the goal is the long thread
    within 2x of the short one, since the frontier is read from the thread's covered
-   floor (``graph_schema/floors.py``) rather than over every message.
+   floors (docs/architecture.md, "Covered floors") rather than over every message.
 
 Neo4j's data is wiped first: point ``--neo4j-uri`` at a throwaway server.
 """

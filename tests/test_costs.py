@@ -1,10 +1,11 @@
 """Costs that stay flat as memory grows: covered floors, and the size that is the whole size.
 
-- Covered floors (``graph_schema/floors.py``): each store keeps, per thread, the seq
-  below which every message is under a level-1 summary, raised as level-1 summaries
-  are written, in order or not, by compaction or a copy, so the frontier and the
-  per-turn reads scan only the uncovered tail. Checked on both stores: the floor's
-  value after each write, and a frontier that is still the whole frontier.
+- Covered floors (docs/architecture.md, "Covered floors"): each store keeps, per
+  thread and level, the seq below which every node of the level has a parent, kept as
+  summaries are written, in order or not, by compaction or a copy, so the frontier and
+  the per-turn reads scan only the uncovered tail and the top summaries. Checked on
+  both stores: the floors after each write, and a frontier that is still the whole
+  frontier, for a thread whose floors were never kept too.
 - The size (``graph_schema/sqlite/footprint.py``): ``stats`` counts the vector files
   beside a SQLite database, shows archives apart and what upkeep can reclaim, and
   ``PALIMPSEST_MAX_STORE_MB`` is measured against what stays after upkeep.
@@ -18,8 +19,7 @@ from pathlib import Path
 from test_dag_contract import P, T, persist, seed
 
 from palimpsest.graph_schema.backends import open_store
-from palimpsest.graph_schema.floors import raised_floor
-from palimpsest.graph_schema.models import NewMessage
+from palimpsest.graph_schema.models import FrontierItem, NewMessage
 from palimpsest.graph_schema.sqlite.footprint import measure
 from palimpsest.graph_schema.sqlite.vector_file import ROW_BYTES, cache_directory, row_dtype
 from palimpsest.graph_schema.store import MemoryStore
@@ -27,65 +27,79 @@ from palimpsest.scheduler.portability.copying import copy_thread
 from palimpsest.server.agents.status import sqlite_size
 
 
-async def floor_of(store: MemoryStore, thread_id: str = T) -> int:
-    """The covered floor the store keeps for a thread (0 where none is kept yet)."""
+async def floors_of(store: MemoryStore, thread_id: str = T) -> list[int]:
+    """The covered floors the store keeps for a thread, by level ([] where none is kept)."""
     if store.kind == "sqlite":
         with sqlite3.connect(store.path) as conn:  # type: ignore[attr-defined]
-            row = conn.execute(
-                "SELECT floor FROM covered_floors WHERE partition = ? AND thread_id = ?", (P, thread_id)
-            ).fetchone()
-        return 0 if row is None else int(row[0])
+            rows = conn.execute(
+                "SELECT level, floor FROM covered_floors WHERE partition = ? AND thread_id = ? ORDER BY level",
+                (P, thread_id),
+            ).fetchall()
+        kept = dict(rows)
+        return [kept.get(level, 0) for level in range(max(kept, default=-1) + 1)]
     rows = await store._query(  # type: ignore[attr-defined]
-        "MATCH (t:Thread {partition: $partition, id: $thread_id}) RETURN coalesce(t.covered_floor, 0) AS floor",
+        "MATCH (t:Thread {partition: $partition, id: $thread_id}) RETURN coalesce(t.covered_floors, []) AS floors",
         partition=P,
         thread_id=thread_id,
     )
-    return int(rows[0]["floor"])
+    return list(rows[0]["floors"])
 
 
-def test_a_floor_rises_over_runs_that_start_at_or_under_it() -> None:
-    assert raised_floor(0, []) == 0
-    assert raised_floor(0, [(0, 3)]) == 4
-    assert raised_floor(0, [(4, 7), (0, 3)]) == 8  # any order
-    assert raised_floor(0, [(1, 3)]) == 0  # seq 0 uncovered: the floor stays
-    assert raised_floor(4, [(4, 5), (8, 9)]) == 6  # stops at the gap 6-7
-    assert raised_floor(10, [(0, 3), (4, 9), (10, 10)]) == 11  # runs wholly below are passed over
+async def forget_floors(store: MemoryStore) -> None:
+    """Make the thread look written before floors were kept."""
+    if store.kind == "sqlite":
+        with sqlite3.connect(store.path) as conn:  # type: ignore[attr-defined]
+            conn.execute("DELETE FROM covered_floors")
+    else:
+        await store._query("MATCH (t:Thread) REMOVE t.covered_floors", write=True)  # type: ignore[attr-defined]
 
 
-async def test_the_floor_follows_level_one_runs_written_out_of_order(store: MemoryStore) -> None:
-    messages = await seed(store, 12)
-    assert await floor_of(store) == 0
-    await persist(store, messages[4:8], 1)
-    assert await floor_of(store) == 0  # 0-3 still uncovered
-    await persist(store, messages[0:4], 1)
-    assert await floor_of(store) == 8  # both runs now, contiguous from 0
+def shape(frontier: list[FrontierItem]) -> list[tuple[str, int, int, int]]:
+    return [(item.kind, item.level, item.first_seq, item.last_seq) for item in frontier]
+
+
+async def test_floors_follow_summaries_written_in_any_order(store: MemoryStore) -> None:
+    messages = await seed(store, 14)
+    middle = await persist(store, messages[4:8], 1)
+    assert (await floors_of(store))[:1] in ([], [0])  # 0-3 still uncovered
+    first = await persist(store, messages[0:4], 1)
+    assert (await floors_of(store))[0] == 8  # both runs, contiguous from 0
     await persist(store, messages[8:10], 1)
-    assert await floor_of(store) == 10
+    assert (await floors_of(store))[0] == 10
+    # One level up: an L2 over the first two L1s leaves the third without a parent.
+    await persist(store, [first, middle], 2)
+    assert (await floors_of(store))[:2] == [10, 8]
     frontier = await store.frontier(P, T)
-    assert [(item.kind, item.first_seq, item.last_seq) for item in frontier] == [
-        ("summary", 0, 3), ("summary", 4, 7), ("summary", 8, 9), ("message", 10, 10), ("message", 11, 11)
-    ]  # fmt: skip
-    assert [message.seq for message in await store.uncovered_messages(P, T)] == [10, 11]
+    expected = [("summary", 2, 0, 7), ("summary", 1, 8, 9), ("message", 0, 10, 10), ("message", 0, 11, 11),
+                ("message", 0, 12, 12), ("message", 0, 13, 13)]  # fmt: skip
+    assert shape(frontier) == expected
+    assert [message.seq for message in await store.uncovered_messages(P, T)] == [10, 11, 12, 13]
     view = await store.context_frontier(P, T, budget_tokens=10**6, limit=50)
-    assert [message.seq for message in view.newest] == [10, 11]
-    # Messages appended later start uncovered above the floor.
+    assert [message.seq for message in view.newest] == [10, 11, 12, 13]
+    assert [summary.level for summary in view.summaries] == [2, 1]
+    # Messages appended later start uncovered, above the floor.
     await store.append_messages(P, T, [NewMessage(role="user", content="one more")])
-    assert [item.first_seq for item in await store.frontier(P, T)][-3:] == [10, 11, 12]
-    assert await floor_of(store) == 10
+    assert [item.first_seq for item in await store.frontier(P, T)][-2:] == [13, 14]
+    # A thread whose floors were never kept (an older store) reads the same frontier.
+    await forget_floors(store)
+    assert shape(await store.frontier(P, T)) == [*expected, ("message", 0, 14, 14)]
+    # Its next summary keeps floors again, from the bottom.
+    await persist(store, messages[10:12], 1)
+    assert (await floors_of(store))[0] == 12
 
 
-async def test_a_copied_thread_gets_its_floor(store: MemoryStore, tmp_path: Path) -> None:
+async def test_a_copied_thread_gets_its_floors(store: MemoryStore, tmp_path: Path) -> None:
     source = open_store(f"sqlite:///{tmp_path / 'source.db'}")
     await source.initialize()
     try:
         messages = await seed(source, 6)
-        await persist(source, messages[0:3], 1)
-        await persist(source, messages[3:5], 1)
+        l1 = [await persist(source, messages[0:3], 1), await persist(source, messages[3:5], 1)]
+        await persist(source, l1, 2)
         await copy_thread(store, await source.snapshot(P, T))
     finally:
         await source.close()
-    assert await floor_of(store) == 5
-    assert [item.kind for item in await store.frontier(P, T)] == ["summary", "summary", "message"]
+    assert (await floors_of(store))[:2] == [5, 5]
+    assert shape(await store.frontier(P, T)) == [("summary", 2, 0, 4), ("message", 0, 5, 5)]
 
 
 async def test_stats_count_the_vector_files_and_show_archives_apart(tmp_path: Path) -> None:

@@ -278,7 +278,7 @@ UNCOVERED_MESSAGES: LiteralString = (
     + """
 RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= coalesce(t.covered_floor, 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= coalesce(t.covered_floors[0], 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN """
     + _MESSAGE_PROPS
     + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
@@ -286,19 +286,42 @@ RETURN COLLECT {
 """
 )
 
-#: Raise the thread's covered floor over the level-1 runs from it up, as
-#: `graph_schema/floors.py`'s ``raised_floor`` does: runs never overlap, so once a run
-#: starts above the floor every later one does too. Run after level-1 summaries are
-#: written, in their transaction.
-RAISE_COVERED_FLOOR: LiteralString = """
+# -- covered floors (docs/architecture.md, "Covered floors"): ``t.covered_floors[level]``
+# is the seq below which every node of the level has a parent (level 0: messages). A
+# thread written before floors were kept has none: every level is read from 0, up to
+# level 32 (2^32 messages at the least fan-out of two).
+
+COVERED_FLOORS: LiteralString = """
 MATCH (t:Thread {partition: $partition, id: $thread_id})
-WITH t, coalesce(t.covered_floor, 0) AS floor
-WITH t, floor, COLLECT {
-    MATCH (s:Summary {thread_id: t.id, level: 1})
-    WHERE s.first_seq >= floor AND s.partition = t.partition
-    RETURN [s.first_seq, s.last_seq] AS run ORDER BY s.first_seq
-} AS runs
-SET t.covered_floor = reduce(f = floor, run IN runs | CASE WHEN run[0] <= f THEN run[1] + 1 ELSE f END)
+RETURN coalesce(t.covered_floors, [0]) AS floors, t.last_seq + 1 AS next_seq
+"""
+SET_COVERED_FLOORS: LiteralString = """
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+SET t.covered_floors = $floors
+"""
+FIRST_UNCOVERED_MESSAGE: LiteralString = """
+MATCH (m:Message {partition: $partition, thread_id: $thread_id})
+WHERE m.seq >= $floor AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+RETURN m.seq AS seq ORDER BY m.seq LIMIT 1
+"""
+FIRST_PARENTLESS_SUMMARY: LiteralString = """
+MATCH (s:Summary {thread_id: $thread_id, level: $level})
+WHERE s.first_seq >= $floor AND s.partition = $partition AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
+RETURN s.first_seq AS seq ORDER BY s.first_seq LIMIT 1
+"""
+LEVEL_END: LiteralString = """
+MATCH (s:Summary {thread_id: $thread_id, level: $level})
+WHERE s.first_seq >= $floor AND s.partition = $partition
+RETURN s.last_seq + 1 AS seq ORDER BY s.first_seq DESC LIMIT 1
+"""
+#: ``floors``: the thread's covered floors, one per level up to its highest summary.
+_FLOORS: LiteralString = "WITH t, coalesce(t.covered_floors, [level IN range(0, 32) | 0]) AS floors\n"
+#: The top summaries: of each level, those with no parent from the level's floor up.
+_TOP_SUMMARIES: LiteralString = """
+    UNWIND range(1, size(floors) - 1) AS level
+    MATCH (s:Summary {thread_id: t.id, level: level})
+    WHERE s.first_seq >= floors[level] AND s.partition = t.partition
+        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
 """
 
 UNCOVERED_SUMMARIES: LiteralString = (
@@ -507,16 +530,14 @@ RETURN id, [n IN nodes(path)[1..] | n.id] AS chain
 
 FRONTIER: LiteralString = (
     _THREAD
-    + """
-RETURN COLLECT {
+    + _FLOORS
+    + """RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= coalesce(t.covered_floor, 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= floors[0] AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
-} + COLLECT {
-    MATCH (s:Summary {thread_id: t.id})
-    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
-        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
-    RETURN {kind: 'summary', id: s.id, level: s.level, first_seq: s.first_seq,
+} + COLLECT {"""
+    + _TOP_SUMMARIES
+    + """    RETURN {kind: 'summary', id: s.id, level: s.level, first_seq: s.first_seq,
         last_seq: s.last_seq, tokens: s.tokens}
 } AS items
 """
@@ -530,17 +551,15 @@ RETURN COLLECT {
 #: fall, so no gap means ``first - seq = k``), and none when the newest alone is over.
 CONTEXT_FRONTIER: LiteralString = (
     _THREAD
-    + """
-WITH t, COLLECT {
+    + _FLOORS
+    + """WITH t, COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= coalesce(t.covered_floor, 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= floors[0] AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
     ORDER BY m.seq DESC
-} AS messages, COLLECT {
-    MATCH (s:Summary {thread_id: t.id})
-    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
-        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
-    RETURN """
+} AS messages, COLLECT {"""
+    + _TOP_SUMMARIES
+    + """    RETURN """
     + _SUMMARY_MAP
     + """ AS summary
 } AS summaries

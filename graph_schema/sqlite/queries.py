@@ -121,21 +121,37 @@ WITH RECURSIVE up (origin, id, depth) AS (
 )
 SELECT origin, id FROM up ORDER BY origin, depth
 """
-COVERED_FLOOR = """
-SELECT coalesce((SELECT floor FROM covered_floors WHERE partition = :partition AND thread_id = :thread_id), 0)
-"""
-#: Level-1 runs from the floor up, in seq order (``summaries_by_thread`` serves it).
-RUNS_FROM_FLOOR = """
-SELECT first_seq, last_seq FROM summaries
-WHERE partition = :partition AND thread_id = :thread_id AND level = 1 AND first_seq >= :floor ORDER BY first_seq
-"""
+COVERED_FLOORS = "SELECT level, floor FROM covered_floors WHERE partition = :partition AND thread_id = :thread_id"
 SET_COVERED_FLOOR = """
-INSERT INTO covered_floors (partition, thread_id, floor) VALUES (:partition, :thread_id, :floor)
-ON CONFLICT (partition, thread_id) DO UPDATE SET floor = excluded.floor
+INSERT INTO covered_floors (partition, thread_id, level, floor) VALUES (:partition, :thread_id, :level, :floor)
+ON CONFLICT (partition, thread_id, level) DO UPDATE SET floor = excluded.floor
 """
+#: The first message no summary covers from a floor up (messages' (thread, seq) key serves it).
+FIRST_UNCOVERED_MESSAGE = """
+SELECT seq FROM messages AS m
+WHERE partition = :partition AND thread_id = :thread_id AND seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+ORDER BY seq LIMIT 1
+"""
+#: The first summary of a level with no parent from a floor up (``summaries_by_thread``).
+FIRST_PARENTLESS_SUMMARY = """
+SELECT first_seq FROM summaries AS s
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level AND first_seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+ORDER BY first_seq LIMIT 1
+"""
+#: Just past the last summary of a level.
+LEVEL_END = """
+SELECT last_seq + 1 FROM summaries WHERE partition = :partition AND thread_id = :thread_id AND level = :level
+ORDER BY first_seq DESC LIMIT 1
+"""
+NEXT_SEQ = "SELECT message_count FROM threads WHERE partition = :partition AND id = :thread_id"
+TOP_LEVEL = "SELECT coalesce(max(level), 0) FROM summaries WHERE partition = :partition AND thread_id = :thread_id"
+#: Summaries of one level no summary covers, from the level's covered floor up.
 TOP_SUMMARIES = """
 SELECT id, level, first_seq, last_seq, tokens FROM summaries AS s
-WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level AND first_seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 """
 #: Messages no summary covers, from the thread's covered floor up (`COVERED_FLOOR`).
 UNCOVERED_SPANS = """

@@ -76,16 +76,17 @@ CREATE TABLE IF NOT EXISTS summaries (
 
 CREATE INDEX IF NOT EXISTS summaries_by_thread ON summaries (partition, thread_id, level, first_seq);
 
--- Per thread, the seq below which every message is covered by a level-1 summary
--- (graph_schema/floors.py), raised when level-1 summaries are written: the frontier and
--- the per-turn reads scan messages from here, so a long thread costs what its
--- uncovered tail does. No row means 0 (always true, merely slower). Summaries are never
--- deleted and archived messages stay covered, so a floor never has to come down.
+-- Per thread and level, the seq below which every node of that level has a parent (for
+-- level 0, every message is under a level-1 summary): docs/architecture.md, "Covered floors". The
+-- frontier and the per-turn reads scan each level from its floor up, so a long thread
+-- costs what its uncovered tail and top summaries do. No row means 0 (always true,
+-- merely slower); floors are kept when summaries are written.
 CREATE TABLE IF NOT EXISTS covered_floors (
     partition TEXT NOT NULL,
     thread_id TEXT NOT NULL,
+    level     INTEGER NOT NULL,
     floor     INTEGER NOT NULL,
-    PRIMARY KEY (partition, thread_id)
+    PRIMARY KEY (partition, thread_id, level)
 ) WITHOUT ROWID;
 
 -- (:Summary)-[:SUMMARIZES {position}]->(:Message | :Summary). UNIQUE(child_id) is
