@@ -25,7 +25,8 @@ Files, per embedding model (named by a hash of the model's name):
 
 - ``<key>-<generation>.f32``: the vectors, float32 rows; in cell order once there are
   cells (each cell one block of the file, read in one sweep even from disk), then
-  appended rows in pk order (the tail, sorted in again once it outgrows an eighth);
+  appended rows in pk order (the tail, sorted in again by upkeep once it outgrows an
+  eighth);
 - ``<key>-<generation>.rows``: per vector, its ``embeddings.pk``, created time, a hash
   of its thread and partition, its kind, whether it is still in the table, and its cell;
 - ``<key>-<generation>.cells.npy``: the centroids, once there are enough vectors;
@@ -34,18 +35,17 @@ Files, per embedding model (named by a hash of the model's name):
   were written, so a crash mid-append leaves rows the header does not count (cut off by
   the next writer) and never a header that counts missing rows.
 
-In step: a search compares the table's version with the header's. Equal: the files are
-current (on the first open of a process, the table's last pk and its vector are also
-compared with the files', so a database replaced under the same name is caught).
-Otherwise, rows deleted since (a fact cleared, a run archived, a vector replaced, which
-gives its node a new pk) are read from the ``embedding_deletions`` log a trigger keeps,
-and marked dead in place; rows past the last pk are appended. Neither counts the table
-(a count reads a million index entries, about a second). Files of another layout,
-model or size, or another database's (their last row is in the table with other
-numbers), are rebuilt as a new generation, then the header is switched to it. Writers
-in several processes take an advisory lock on ``<key>.lock``. The cache holds pks, never
-node ids: a hit's id, partition and thread are read back from the table, so a stale or
-colliding cache row can never name a wrong node.
+Who writes: a writer of vectors appends its rows (``append``) and marks deleted ones
+dead in place (``mark_dead``, from the ``embedding_deletions`` log a trigger keeps,
+never counting the table); upkeep (``lay_out``, maintenance's ``vector_upkeep`` step)
+trains the cells, re-sorts the tail in and drops dead rows, each a new generation the
+header is switched to. A search writes nothing: it maps the generation the header
+names and reads what the files lack from the table (`SearchView`). Files of another
+layout, model or size, or another database's (their last row is in the table with other
+numbers), are rewritten as a new generation. Writers in several processes take an
+advisory lock on ``<key>.lock``. The cache holds pks, never node ids: a hit's id,
+partition and thread are read back from the table, so a stale or colliding cache row
+can never name a wrong node.
 """
 
 from __future__ import annotations
