@@ -222,11 +222,11 @@ class SqliteVectors(SqliteBase):
         """What a search reads at the table's current version; reads only, never writes a file.
 
         Unchanged version since this process last looked: the same view. A new header
-        (maintenance or a writer caught the files up): its files are mapped afresh.
-        Otherwise the view is carried forward: the deletions logged since and the rows
-        past its last pk are read from the table (see `SearchView`). On this process's
-        first look the files are checked against the table, so a database file replaced
-        under the same name is never searched through another one's vectors.
+        (maintenance or a writer caught the files up): its files are mapped afresh,
+        once checked against the table, so a database file replaced under the same name
+        is never searched through another one's vectors. Otherwise the view is carried
+        forward: the deletions logged since and the rows past its last pk are read from
+        the table (see `SearchView`).
         """
         with self._view_lock, transaction(conn, "DEFERRED"):
             index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
@@ -237,7 +237,7 @@ class SqliteVectors(SqliteBase):
             if view is not None and view.version == version:
                 return view
             files = VectorFiles(self._vector_directory(), model, dimensions)
-            header, mapped = self._mapped(conn, files, first_look=view is None)
+            header, mapped = self._mapped(conn, files, view)
             if view is None or header != view.header:
                 deletions = header.deletions if header is not None else conn.execute(q.LAST_DELETION).fetchone()[0]
                 view = SearchView(
@@ -248,17 +248,20 @@ class SqliteVectors(SqliteBase):
             return view
 
     def _mapped(
-        self, conn: sqlite3.Connection, files: VectorFiles, *, first_look: bool
+        self, conn: sqlite3.Connection, files: VectorFiles, view: SearchView | None
     ) -> tuple[CacheHeader | None, MappedVectors | None]:
-        """The current header and its files mapped, or (None, None) when there are none usable.
+        """The current header and its files mapped (the view's own when unchanged), or (None, None) if none usable.
 
-        Maintenance may switch the header to a new generation and remove the old files
-        between the header's read and the mapping: the header is then read again, a few
-        times, rather than waiting on the writers' lock.
+        A header this process has not searched through yet is checked against the table
+        first (`_same_table`). Maintenance may switch the header to a new generation and
+        remove the old files between the header's read and the mapping: the header is
+        then read again, a few times, rather than waiting on the writers' lock.
         """
         for _ in range(3):
             header = files.header()
-            if header is None or (first_look and not self._same_table(conn, files, header)):
+            if view is not None and header == view.header:
+                return header, view.files
+            if header is None or not self._same_table(conn, files, header):
                 return None, None
             try:
                 return header, files.map(header)
