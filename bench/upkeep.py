@@ -21,9 +21,10 @@ Run by hand (not a test)::
    smaller store crosses them as a million-message one does.
 2. **Context on a long thread** (both stores). Threads of ``--threads`` messages (by
    default 1,000 and 100,000) are compacted as maintenance leaves them: level-1
-   summaries over runs of 20 messages, level 2 over 10 of those, level 3 over 10 of
-   those, the newest 40 messages left uncovered. ``assemble_context`` (what every turn
-   and the start-of-session memory read) is timed on each; the goal is the long thread
+   summaries over runs of 20 messages, then a level up over every four uncovered
+   summaries of a level (the escalation fan-in), the newest 40 messages left
+   uncovered. ``assemble_context`` (what every turn and the start-of-session memory
+   read) is timed on each; the goal is the long thread
    within 2x of the short one, since the frontier is read from the thread's covered
    floors (docs/architecture.md, "Covered floors") rather than over every message.
 
@@ -64,8 +65,9 @@ from palimpsest.scheduler.embedding import ensure_vectors  # noqa: E402
 from palimpsest.server.retrieval.context import assemble_context  # noqa: E402
 from palimpsest.server.retrieval.grep import grep_memories  # noqa: E402
 
-#: Runs per summary level: 20 messages an L1, 10 L1s an L2, 10 L2s an L3.
-FAN_OUT = (20, 10, 10)
+#: Messages per level-1 summary, and summaries per summary above (maintenance's
+#: ``PALIMPSEST_ESCALATION_FANIN``): levels are added while four sit uncovered.
+LEAF_RUN, FAN_IN = 20, 4
 #: Newest messages compaction leaves uncovered (its fresh tail).
 FRESH_TAIL = 40
 _NEO4J_WIPE = "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS"
@@ -225,8 +227,8 @@ async def compacted_thread(store: MemoryStore, thread_id: str, size: int) -> Non
     ids: list[str] = []
     for offset in range(0, size, MAX_BATCH):
         ids += (await store.append_messages(PARTITION, thread_id, messages[offset : offset + MAX_BATCH])).message_ids
-    children = ids[: size - FRESH_TAIL]
-    for level, fan_out in enumerate(FAN_OUT, start=1):
+    children, level, fan_out = ids[: size - FRESH_TAIL], 1, LEAF_RUN
+    while len(children) >= fan_out:
         runs = [children[i : i + fan_out] for i in range(0, len(children) - fan_out + 1, fan_out)]
         written: list[str] = []
         for offset in range(0, len(runs), 200):
@@ -238,13 +240,13 @@ async def compacted_thread(store: MemoryStore, thread_id: str, size: int) -> Non
                 for index, run in enumerate(runs[offset : offset + 200], start=offset)
             ]  # fmt: skip
             written += [summary.id for summary in await store.persist_summaries(batch)]
-        children = written
+        children, level, fan_out = written, level + 1, FAN_IN
 
 
 async def context_costs(args: argparse.Namespace, console: Console, directory: Path) -> Table:
     table = Table(
         title="assemble_context on a compacted thread (default budget; "
-        f"{' / '.join(map(str, FAN_OUT))} children per L1 / L2 / L3, newest {FRESH_TAIL} uncovered), "
+        f"{LEAF_RUN} messages per L1, {FAN_IN} summaries per summary above, newest {FRESH_TAIL} uncovered), "
         f"{args.runs} calls per row after warm-up (ms)"
     )
     for column in ("store", "thread", "p50", "p95", "vs shortest", "goal"):
