@@ -149,7 +149,7 @@ async def test_an_unused_index_is_dropped_and_vector_reads_use_the_model_index(t
         assert "embeddings_by_model" in indexes and "embeddings_by_partition" not in indexes
         for query, params in [
             (q.EMBEDDING_ROWS, {"model": "m", "after": 0}),
-            (q.EMBEDDING_LAST_PK, {"model": "m"}),
+            (q.EMBEDDING_UP_TO, {"model": "m", "pk": 10}),
         ]:
             plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
             assert "embeddings_by_model" in plan, plan

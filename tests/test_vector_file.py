@@ -155,6 +155,10 @@ async def test_a_search_reads_what_the_files_lack_and_never_writes_them(store: M
     before = file_bytes(db_path)
     hits = await store.vector_search([0, 0, 0.6, 0.8], partition=P, limit=50)
     assert [(hit.id, round(hit.score, 3)) for hit in hits] == [(ids[0], 0.8), (added[0], 0.6), (ids[1], 0.0)]
+    # The files, behind the table, are still searched: only the two rows they lack were read.
+    view = store._vector_view  # type: ignore[attr-defined]
+    assert view.files is not None and view.files.excluded.tolist() == [0]
+    assert view.tail.header.rows == 2
     second = await opened(db_path)
     try:
         assert [hit.id for hit in await second.vector_search([0, 0, 1, 0], partition=P, limit=1)] == added

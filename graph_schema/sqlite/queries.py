@@ -434,11 +434,12 @@ MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in
 MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
 EMBEDDING_ROWS = """SELECT pk, kind, partition, thread_id, created_us, vector FROM embeddings
 WHERE model = :model AND pk > :after ORDER BY pk"""
-#: The last pk of a model's vectors (the index's last entry, not a count).
-EMBEDDING_LAST_PK = "SELECT coalesce(max(pk), 0) FROM embeddings WHERE model = :model"
 #: Vectors deleted since the files last looked (``:after``, a seq of the log), and its end.
 DELETED_EMBEDDINGS = "SELECT seq, pk FROM embedding_deletions WHERE seq > :after ORDER BY seq"
 LAST_DELETION = "SELECT coalesce(max(seq), 0) FROM embedding_deletions"
+#: Whether a pk was deleted (the log is short-lived beside the table: scanned, not indexed).
+DELETED_PK = "SELECT 1 FROM embedding_deletions WHERE pk = :pk LIMIT 1"
+EMBEDDING_UP_TO = "SELECT 1 FROM embeddings WHERE model = :model AND pk <= :pk LIMIT 1"
 #: One vector by pk: the cache's last row is compared with it on a process's first open.
 EMBEDDING_VECTOR = "SELECT vector FROM embeddings WHERE pk = :pk AND model = :model"
 #: The node of each pk the cache ranked first (``:ids`` holds the pks).

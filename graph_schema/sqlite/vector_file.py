@@ -326,6 +326,14 @@ class VectorFiles:
         centroids = np.load(cells_path) if header.cells else None
         return MappedVectors(self.directory, header, vectors, meta, centroids)
 
+    def last_live_pk(self, header: CacheHeader) -> int:
+        """The highest pk of a live row in the files (0 if none)."""
+        if not header.rows:
+            return 0
+        meta = self.map(header).meta
+        live = meta["pk"][meta["alive"] == 1]
+        return int(live.max()) if len(live) else 0
+
     def vector_of(self, header: CacheHeader, pk: int) -> bytes:
         """The stored bytes of the live row of ``pk`` (b"" if none): compared with the table's."""
         if not header.rows:

@@ -226,50 +226,53 @@ class SqliteVectors(SqliteBase):
         once checked against the table, so a database file replaced under the same name
         is never searched through another one's vectors. Otherwise the view is carried
         forward: the deletions logged since and the rows past its last pk are read from
-        the table (see `SearchView`).
+        the table (see `SearchView`). The header is read before the transaction starts,
+        so the table it is checked against holds every row it counts (a writer commits
+        the rows before it writes the header). Maintenance may switch the header to a
+        new generation and remove the old files between the header's read and the
+        mapping: the header is then read again, a few times, never waited for.
         """
-        with self._view_lock, transaction(conn, "DEFERRED"):
-            index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
-            version = -1 if index is None else index["version"]
-            view = self._vector_view
-            if view is not None and (view.model, view.dimensions) != (model, dimensions):
-                view = None
-            if view is not None and view.version == version:
+        files = VectorFiles(self._vector_directory(), model, dimensions)
+        with self._view_lock:
+            for _ in range(3):
+                header = files.header()
+                with transaction(conn, "DEFERRED"):
+                    index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
+                    version = -1 if index is None else index["version"]
+                    view = self._vector_view
+                    if view is not None and (view.model, view.dimensions) != (model, dimensions):
+                        view = None
+                    if view is not None and view.version == version:
+                        return view
+                    if view is None or header != view.header:
+                        try:
+                            view = self._fresh_view(conn, files, header, version)
+                        except FileNotFoundError:
+                            continue
+                    self._vector_view = view = self._carried_forward(conn, view, version)
+                    return view
+            with transaction(conn, "DEFERRED"):
+                self._vector_view = view = self._carried_forward(
+                    conn, self._fresh_view(conn, files, None, version), version
+                )
                 return view
-            files = VectorFiles(self._vector_directory(), model, dimensions)
-            header, mapped = self._mapped(conn, files, view)
-            if view is None or header != view.header:
-                deletions = header.deletions if header is not None else conn.execute(q.LAST_DELETION).fetchone()[0]
-                view = SearchView(
-                    version, model, dimensions, header, mapped, tail_vectors(files.directory, model, dimensions, []),
-                    header.max_pk if header is not None else 0, deletions,
-                )  # fmt: skip
-            self._vector_view = view = self._carried_forward(conn, view, version)
-            return view
 
-    def _mapped(
-        self, conn: sqlite3.Connection, files: VectorFiles, view: SearchView | None
-    ) -> tuple[CacheHeader | None, MappedVectors | None]:
-        """The current header and its files mapped (the view's own when unchanged), or (None, None) if none usable.
-
-        A header this process has not searched through yet is checked against the table
-        first (`_same_table`). Maintenance may switch the header to a new generation and
-        remove the old files between the header's read and the mapping: the header is
-        then read again, a few times, rather than waiting on the writers' lock.
-        """
-        for _ in range(3):
-            header = files.header()
-            if view is not None and header == view.header:
-                return header, view.files
-            if header is None or not self._same_table(conn, files, header):
-                return None, None
-            try:
-                return header, files.map(header)
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as exc:
-                raise StoreUnavailable(f"the vector files in {files.directory} cannot be used: {exc}") from exc
-        return None, None
+    def _fresh_view(
+        self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
+    ) -> SearchView:
+        """A view of these files, mapped, with nothing read past them yet; none if they are not this table's."""
+        if header is not None and not self._same_table(conn, files, header):
+            header = None
+        try:
+            mapped = None if header is None else files.map(header)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise StoreUnavailable(f"the vector files in {files.directory} cannot be used: {exc}") from exc
+        deletions = header.deletions if header is not None else conn.execute(q.LAST_DELETION).fetchone()[0]
+        tail = tail_vectors(files.directory, files.model, files.dimensions, [])
+        last_pk = header.max_pk if header is not None else 0
+        return SearchView(version, files.model, files.dimensions, header, mapped, tail, last_pk, deletions)
 
     def _carried_forward(self, conn: sqlite3.Connection, view: SearchView, version: int) -> SearchView:
         """The view with the deletions logged and the rows written since it was taken."""
@@ -359,20 +362,23 @@ class SqliteVectors(SqliteBase):
             yield header.model, header.dimensions
 
     def _same_table(self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None) -> bool:
-        """Whether files at the table's version are this table's: the last pk and its vector agree.
+        """Whether the files hold this table's rows, whatever the table gained or lost since.
 
-        The version is bumped with every write, in the same transaction, so files caught up
-        to it hold the table's rows, unless they were written for another database file
-        that once had this name; its last vector tells. (Counting the rows would read a
-        million index entries, about a second.)
+        The files' last live row must be in the table with the same vector, or logged as
+        deleted from it; files with no live row must not be missing any of the table's
+        rows up to their last pk. Files written for another database that once had this
+        name fail (its vectors differ). Reads one row and the files' pks, never counts
+        the table (a count reads a million index entries, about a second).
         """
         if header is None:
             return False
-        last = conn.execute(q.EMBEDDING_LAST_PK, {"model": header.model}).fetchone()[0]
-        if last == 0 or last > header.max_pk:
-            return last == 0 and header.alive == 0
-        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": last, "model": header.model}).fetchone()
-        return row is not None and bytes(row[0]) == files.vector_of(header, last)
+        pk = files.last_live_pk(header)
+        if pk == 0:
+            return conn.execute(q.EMBEDDING_UP_TO, {"model": header.model, "pk": header.max_pk}).fetchone() is None
+        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": pk, "model": header.model}).fetchone()
+        if row is None:
+            return conn.execute(q.DELETED_PK, {"pk": pk}).fetchone() is not None
+        return bytes(row[0]) == files.vector_of(header, pk)
 
     def _catch_up(
         self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
