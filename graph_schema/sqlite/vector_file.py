@@ -4,7 +4,8 @@ Why: SQLite has no vector index, and reading a million 384-number vectors out of
 ``embeddings`` table into memory took 12-16 s, paid by the first semantic or hybrid
 search of every process. The table stays the source of truth; this module keeps a cache
 of it in ``<database>.vectors/`` that a process maps in milliseconds
-(``numpy.memmap``), whatever its size, and catches up by the table's version.
+(``numpy.memmap``), whatever its size; what it lacks is read from the table by the
+table's version.
 
 Why not sqlite-vec: its ``vec0`` tables scan every vector of a query, as a matmul over
 the mapped file would (about 0.3 s for a million on a busy two-core machine), and it

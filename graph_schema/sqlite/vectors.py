@@ -2,8 +2,9 @@
 
 It exists so vector search lives apart from the rest of the backend: vectors are stored as
 rows of the ``embeddings`` table (the source of truth), and searched from memory-mapped
-files beside the database (``vector_file``) that are caught up with the table by its
-version, since SQLite has no vector index of its own. Hybrid search's candidate metadata
+files beside the database (``vector_file``), since SQLite has no vector index of its
+own. Writers append to the files and maintenance lays them out (``maintain_vectors``);
+a search only reads them, with what they lack read from the table by its version. Hybrid search's candidate metadata
 (``message_refs``) is read here too.
 """
 
