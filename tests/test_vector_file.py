@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.errors import StoreUnavailable
 from palimpsest.graph_schema.models import NewFact, NewMessage
 from palimpsest.graph_schema.sqlite import vector_file
 from palimpsest.graph_schema.sqlite.vector_file import CacheHeader, VectorFiles, cache_directory
@@ -279,5 +280,17 @@ async def test_cells_keep_narrow_searches_exact_and_find_the_nearest_in_broad_on
         in_range = np.arange(170, 200)
         exact = in_range[np.argsort(-(unit[in_range] @ unit[5]), kind="stable")]
         assert found == [ids[index] for index in exact]
+    finally:
+        await store.close()
+
+
+async def test_vectors_whose_files_cannot_be_written_are_stored_and_found(db_path: Path) -> None:
+    cache_directory(str(db_path)).write_text("not a directory")  # the files' place is taken
+    store = await opened(db_path)
+    try:
+        ids = await embed(store, [[1, 0, 0, 0], [0, 1, 0, 0]])
+        assert await nearest_ids(store, [0, 1, 0, 0]) == [ids[1], ids[0]]
+        with pytest.raises(StoreUnavailable, match="vector files"):
+            await store.maintain_vectors()
     finally:
         await store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,8 @@ from palimpsest.graph_schema.vectors import (
     microseconds,
     unit_vectors,
 )
+
+logger = logging.getLogger(__name__)
 
 #: Stored vectors read per step when the vector files are filled from the table (about
 #: 1.5 MB each thousand at 384 dimensions): large enough to amortise the fetch, small
@@ -108,7 +111,10 @@ class SqliteVectors(SqliteBase):
                 if nodes:
                     conn.execute(q.BUMP_VECTOR_VERSION, {"name": q.VECTOR_INDEX_NAME})
             if nodes:
-                self._files_caught_up(conn, model, dimensions, wait=False)
+                try:
+                    self._files_caught_up(conn, model, dimensions, wait=False)
+                except StoreUnavailable as exc:  # the vectors are stored: searches read them from the table
+                    logger.warning("vectors stored, vector files left for upkeep: %s", exc)
             return len(nodes)
 
         return await self._run(write) if latest else 0
