@@ -83,9 +83,13 @@ async def test_floors_follow_summaries_written_in_any_order(store: MemoryStore) 
     # A thread whose floors were never kept (an older store) reads the same frontier.
     await forget_floors(store)
     assert shape(await store.frontier(P, T)) == [*expected, ("message", 0, 14, 14)]
-    # Its next summary keeps floors again, from the bottom.
+    # Its next summary keeps floors again, from the bottom, for every level it has.
     await persist(store, messages[10:12], 1)
     assert (await floors_of(store))[0] == 12
+    assert shape(await store.frontier(P, T)) == [
+        ("summary", 2, 0, 7), ("summary", 1, 8, 9), ("summary", 1, 10, 11), ("message", 0, 12, 12),
+        ("message", 0, 13, 13), ("message", 0, 14, 14),
+    ]  # fmt: skip
 
 
 async def test_a_copied_thread_gets_its_floors(store: MemoryStore, tmp_path: Path) -> None:

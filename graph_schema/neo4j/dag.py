@@ -77,7 +77,11 @@ async def keep_floors(tx: AsyncManagedTransaction, partition: str, thread_id: st
     run = Neo4jBase._run
     scope = {"partition": partition, "thread_id": thread_id}
     (row,) = await run(tx, q.COVERED_FLOORS, **scope)
-    floors: list[int] = list(row["floors"]) + [0] * max(0, level + 1 - len(row["floors"]))
+    kept = row["floors"]
+    if kept is None:  # a thread written before floors were kept: 0 on every level it has
+        (top,) = await run(tx, q.TOP_LEVEL, **scope)
+        kept = [0] * (top["top"] + 1)
+    floors: list[int] = list(kept) + [0] * max(0, level + 1 - len(kept))
     floors[level] = min(floors[level], lowest)
     floor = floors[level - 1]
     if level == 1:

@@ -293,7 +293,13 @@ RETURN COLLECT {
 
 COVERED_FLOORS: LiteralString = """
 MATCH (t:Thread {partition: $partition, id: $thread_id})
-RETURN coalesce(t.covered_floors, [0]) AS floors, t.last_seq + 1 AS next_seq
+RETURN t.covered_floors AS floors, t.last_seq + 1 AS next_seq
+"""
+#: A thread's highest summary level: its floors start at 0 on every level up to it.
+TOP_LEVEL: LiteralString = """
+MATCH (s:Summary {thread_id: $thread_id})
+WHERE s.partition = $partition
+RETURN coalesce(max(s.level), 0) AS top
 """
 SET_COVERED_FLOORS: LiteralString = """
 MATCH (t:Thread {partition: $partition, id: $thread_id})
