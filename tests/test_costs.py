@@ -74,6 +74,7 @@ async def test_floors_follow_summaries_written_in_any_order(store: MemoryStore) 
                 ("message", 0, 12, 12), ("message", 0, 13, 13)]  # fmt: skip
     assert shape(frontier) == expected
     assert [message.seq for message in await store.uncovered_messages(P, T)] == [10, 11, 12, 13]
+    assert [(summary.first_seq, summary.last_seq) for summary in await store.uncovered_summaries(P, T, 1)] == [(8, 9)]
     view = await store.context_frontier(P, T, budget_tokens=10**6, limit=50)
     assert [message.seq for message in view.newest] == [10, 11, 12, 13]
     assert [summary.level for summary in view.summaries] == [2, 1]

@@ -332,8 +332,10 @@ _TOP_SUMMARIES: LiteralString = """
 
 UNCOVERED_SUMMARIES: LiteralString = (
     """
+OPTIONAL MATCH (t:Thread {partition: $partition, id: $thread_id})
+WITH coalesce(t.covered_floors[$level], 0) AS floor
 MATCH (s:Summary {thread_id: $thread_id, level: $level})
-WHERE s.first_seq >= 0 AND s.partition = $partition
+WHERE s.first_seq >= floor AND s.partition = $partition
     AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
 RETURN """
     + _SUMMARY_MAP

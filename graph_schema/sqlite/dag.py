@@ -168,12 +168,13 @@ class SqliteDag(SqliteBase):
         return await self._run(read)
 
     async def uncovered_summaries(self, partition: str, thread_id: str, level: int) -> list[Summary]:
-        """Summaries of one level with no parent, in thread order."""
+        """Summaries of one level with no parent, in thread order, read from the level's covered floor up."""
         params = {"thread_id": thread_id, "partition": partition, "level": clamp_int64(level)}
 
         def read(conn: sqlite3.Connection) -> list[Summary]:
             with transaction(conn, "DEFERRED"):
-                return _summaries(conn, conn.execute(q.UNCOVERED_SUMMARIES, params).fetchall())
+                floor = covered_floors(conn, partition, thread_id).get(level, 0)
+                return _summaries(conn, conn.execute(q.UNCOVERED_SUMMARIES, {**params, "floor": floor}).fetchall())
 
         return await self._run(read)
 

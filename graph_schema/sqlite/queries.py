@@ -93,7 +93,7 @@ ORDER BY level, first_seq
 """
 UNCOVERED_SUMMARIES = f"""
 SELECT {SUMMARY_COLUMNS} FROM summaries AS s
-WHERE partition = :partition AND thread_id = :thread_id AND level = :level
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level AND first_seq >= :floor
   AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 ORDER BY first_seq
 """
