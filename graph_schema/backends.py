@@ -1,4 +1,4 @@
-"""Opening a store from its URI: which backend a URI names, and Neo4j's credentials.
+"""Opening a store from its URI: which backend a URI names.
 
 Kept apart from the protocol (`store.py`) so that the protocol imports no backend and
 each backend imports the protocol without a cycle. Backends are imported only when a
@@ -7,19 +7,11 @@ URI asks for them, so a SQLite user never loads the Neo4j driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from palimpsest.graph_schema.credentials import Neo4jCredentials
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.store import MemoryStore
 
-
-@dataclass(frozen=True)
-class Neo4jCredentials:
-    """How to log in to a Neo4j server; the URI travels separately in the store URI."""
-
-    user: str = "neo4j"
-    password: str | None = None
-    database: str = "neo4j"
+__all__ = ["NEO4J_SCHEMES", "SQLITE_PREFIX", "Neo4jCredentials", "open_store"]
 
 
 SQLITE_PREFIX = "sqlite:///"

@@ -378,8 +378,16 @@ class StoreStats(_Model):
     archived_runs: int = Field(0, description="Runs of messages archived, one archive file each.")
     bytes_on_disk: int | None = Field(
         None,
-        description="What the whole store takes on disk (pages in use: freed ones are reused before the file "
-        "grows); None where the store cannot tell (a Neo4j server).",
+        description="What the whole store takes on disk: the database, its journal and the vector files beside "
+        "it (archives apart); None where the store cannot tell (a Neo4j server).",
+    )
+    bytes_reclaimable: int | None = Field(
+        None,
+        description="Of bytes_on_disk, what upkeep gives back without losing anything: free database pages "
+        "(reused before the file grows) and dead vector rows (dropped by maintenance's vector_upkeep).",
+    )
+    archive_bytes: int | None = Field(
+        None, description="Archive files beside the store (moved out of it: not in bytes_on_disk)."
     )
 
 

@@ -510,6 +510,19 @@ class MemoryStore(Protocol):
         """
         ...
 
+    async def maintain_vectors(self) -> int:
+        """Vector upkeep, run by maintenance under its lease: never by a search.
+
+        Lays the store's vector data out for fast searches and drops what deleted
+        vectors left behind, with a swap that searches in flight never wait on. A store
+        whose vector index the database server keeps (Neo4j) has nothing to do. Needs no
+        `ensure_vector_index`: it keeps up every model's vectors the store holds.
+
+        Returns:
+            How many vectors it wrote (0 when nothing was due).
+        """
+        ...
+
     # -- hybrid search: candidate positions and metadata -------------------------------
 
     async def vector_candidates(

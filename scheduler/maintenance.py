@@ -99,20 +99,23 @@ class EvolutionStep:
 def evolution_steps(
     store: MemoryStore, embedder: Embedder | None, budget: StoreBudget | None = None, *, facts: bool = True
 ) -> list[EvolutionStep]:
-    """The evolution tick's steps, in the order they run: facts first, then embeddings, then archiving.
+    """The evolution tick's steps, in the order they run: facts, embeddings, archiving, vector upkeep.
 
     Why a factory: a step needs the store and embedder of the process that runs it (the
     server's lifespan or ``palimpsest maintain``), and both build their steps here.
     Embedding last means the facts extracted this tick are embedded in the same tick.
     With a size ``budget`` (``PALIMPSEST_MAX_STORE_MB``), the oldest threads are
     archived until the store fits it. ``facts`` off (``PALIMPSEST_FACTS=off``) leaves the
-    fact step out, so no thread's facts are extracted.
+    fact step out, so no thread's facts are extracted. Vector upkeep runs last, so the
+    vectors written and the runs archived this tick are laid out and reclaimed in it,
+    under the evolution lease rather than inside a search.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
     if embedder is not None:
         steps.append(EvolutionStep("embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause)))
     if budget is not None:
         steps.append(EvolutionStep("archived", lambda pause: archive_to_budget(store, budget, pause=pause)))
+    steps.append(EvolutionStep("vector_upkeep", lambda pause: store.maintain_vectors()))
     return steps
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,9 @@ async def test_tool_calls_are_counted_in_memory_stats_and_on_the_viewer(tmp_path
     for metric in tools.values():
         assert 0 < metric["p50_ms"] <= metric["p95_ms"]
     assert stats["messages"] == 2  # the old fields are all still there
+    # The whole store's size, vector files included (measured in tests/test_costs.py), on both.
+    assert stats["bytes_on_disk"] > 0 and stats["archive_bytes"] == 0
+    assert re.search(r'<p id="size">[0-9.]+ MB on disk, vector files included', page)
     for tool, calls, errors in [("append_messages", 2, 0), ("describe_summary", 1, 1), ("memory_stats", 1, 0)]:
         assert f'<tr data-tool="{tool}"><td>{tool}</td><td>{calls}</td><td>{errors}</td>' in page
 
@@ -101,6 +105,7 @@ async def test_with_tokens_a_caller_sees_only_its_partitions(tmp_path: Path) -> 
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
         index = await http.get("/ui", headers={"Cookie": "palimpsest_token=tok-windsurf"})
         assert 'data-partition="windsurf"' in index.text and "claude" not in index.text
+        assert 'id="size"' not in index.text  # the store's size is not one partition's
         as_windsurf = {"Authorization": "Bearer tok-windsurf"}
         foreign = await http.get("/ui/thread?p=claude&t=c1", headers=as_windsurf)
         missing = await http.get("/ui/thread?p=nowhere&t=c1", headers=as_windsurf)

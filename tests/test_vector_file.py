@@ -4,8 +4,10 @@ The ``embeddings`` table is the source of truth and ``<database>.vectors/`` a ca
 it (``graph_schema/sqlite/vector_file.py``). These tests hold the cache to that: a
 second store object (another process's view) finds the files current and maps them
 without rebuilding; appends, replaced vectors and a database replaced under the same
-name all show in the next search; rows a crashed writer left past the header are cut
-off; and the coarse partition used above `IVF_MIN_ROWS` returns what an exact scan
+name all show in the next search, which reads what the files lack from the table and
+never writes a file; upkeep (`maintain_vectors`) catches the files up, drops dead rows
+and sorts them by cell; rows a crashed writer left past the header are cut off; and
+the coarse partition used above `IVF_MIN_ROWS` returns what an exact scan
 returns for narrow searches and the true nearest vectors for broad ones. SQLite only:
 Neo4j keeps its vectors in its own index.
 """
@@ -20,6 +22,7 @@ import numpy as np
 import pytest
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.errors import StoreUnavailable
 from palimpsest.graph_schema.models import NewFact, NewMessage
 from palimpsest.graph_schema.sqlite import vector_file
 from palimpsest.graph_schema.sqlite.vector_file import CacheHeader, VectorFiles, cache_directory
@@ -122,12 +125,54 @@ async def test_a_cleared_fact_is_marked_dead_from_the_deletion_log(store: Memory
     await store.set_embeddings([(fact.id, [0.9, 0.1, 0, 0])], MODEL)
     assert await nearest_ids(store, [1, 0, 0, 0], kinds=["message", "fact"]) == [ids[0], fact.id]
     before = header(db_path)
-    # The fact's trigger deletes its vector; the log's trigger records the pk.
+    # The fact's trigger deletes its vector; the log's trigger records the pk. A search
+    # leaves the row out from the log, and writes nothing.
     assert await store.clear_facts(P) == 1
     assert await nearest_ids(store, [1, 0, 0, 0], kinds=["message", "fact"]) == [ids[0]]
+    assert header(db_path) == before
+    # Upkeep marks it dead, then drops it: half the rows were dead.
+    assert await store.maintain_vectors() == 1
     after = header(db_path)
-    assert (after.rows, after.alive, after.generation) == (2, 1, before.generation)
+    assert (after.rows, after.alive, after.generation) == (1, 1, before.generation + 1)
     assert after.deletions == before.deletions + 1
+    assert await nearest_ids(store, [1, 0, 0, 0], kinds=["message", "fact"]) == [ids[0]]
+
+
+def file_bytes(db_path: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in cache_directory(str(db_path)).iterdir() if path.is_file()}
+
+
+async def test_a_search_reads_what_the_files_lack_and_never_writes_them(store: MemoryStore, db_path: Path) -> None:
+    ids = await embed(store, [[1, 0, 0, 0], [0, 1, 0, 0]])
+    written = header(db_path)
+    files = VectorFiles(cache_directory(str(db_path)), MODEL, DIMS)
+    # Another writer holds the files: this one's rows reach the table only (as after a
+    # crash between the table and the files).
+    with files.locked() as held:
+        assert held
+        added = await embed(store, [[0, 0, 1, 0]], thread_id="t2")
+        await store.set_embeddings([(ids[0], [0, 0, 0, 1])], MODEL)
+    assert header(db_path) == written
+    before = file_bytes(db_path)
+    hits = await store.vector_search([0, 0, 0.6, 0.8], partition=P, limit=50)
+    assert [(hit.id, round(hit.score, 3)) for hit in hits] == [(ids[0], 0.8), (added[0], 0.6), (ids[1], 0.0)]
+    # The files, behind the table, are still searched: only the two rows they lack were read.
+    view = store._vector_view  # type: ignore[attr-defined]
+    assert view.files is not None and view.files.excluded.tolist() == [0]
+    assert view.tail.header.rows == 2
+    second = await opened(db_path)
+    try:
+        assert [hit.id for hit in await second.vector_search([0, 0, 1, 0], partition=P, limit=1)] == added
+    finally:
+        await second.close()
+    assert file_bytes(db_path) == before
+    # Upkeep folds both in: two rows appended, the replaced one dropped (a third dead).
+    assert await store.maintain_vectors() == 2 + 3
+    after = header(db_path)
+    assert (after.rows, after.alive, after.max_pk) == (3, 3, written.max_pk + 2)
+    assert [hit.id for hit in await store.vector_search([0, 0, 0.6, 0.8], partition=P, limit=50)] == [
+        ids[0], added[0], ids[1]
+    ]  # fmt: skip
 
 
 async def test_a_database_replaced_under_the_same_name_is_not_searched_through_old_files(db_path: Path) -> None:
@@ -197,19 +242,27 @@ async def test_cells_keep_narrow_searches_exact_and_find_the_nearest_in_broad_on
             *await embed(store, vectors[200:380].tolist(), thread_id="t2", start=200),
         ]
         await nearest_ids(store, vectors[0].tolist())
+        assert await store.maintain_vectors() == 0
         assert header(db_path, dims).cells == 0
-        # Appends past IVF_MIN_ROWS file every row into cells, written in cell order.
+        # Past IVF_MIN_ROWS, upkeep (not a write, not a search) files every row into
+        # cells, written in cell order.
         ids += await embed(store, vectors[380:400].tolist(), thread_id="t2", start=380)
+        assert header(db_path, dims).cells == 0
+        assert await store.maintain_vectors() == 400
         for index in (0, 150, 250, 399):
             assert (await nearest_ids(store, vectors[index].tolist()))[0] == ids[index]
         assert (header(db_path, dims).cells, header(db_path, dims).sorted_rows) == (8, 400)
         # Later rows join the unsorted tail, and are found there...
         ids += await embed(store, vectors[400:420].tolist(), thread_id="t3", start=400)
         assert (await nearest_ids(store, vectors[410].tolist()))[0] == ids[410]
+        assert await store.maintain_vectors() == 0
         assert (header(db_path, dims).rows, header(db_path, dims).sorted_rows) == (420, 400)
-        # ...until the tail outgrows an eighth of the sorted rows: sorted again.
+        # ...until the tail outgrows an eighth of the sorted rows: searches still only
+        # read; upkeep sorts them again.
         ids += await embed(store, vectors[420:].tolist(), thread_id="t3", start=420)
         assert (await nearest_ids(store, vectors[455].tolist()))[0] == ids[455]
+        assert (header(db_path, dims).rows, header(db_path, dims).sorted_rows) == (460, 400)
+        assert await store.maintain_vectors() == 460
         assert (header(db_path, dims).rows, header(db_path, dims).sorted_rows) == (460, 460)
 
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -227,5 +280,17 @@ async def test_cells_keep_narrow_searches_exact_and_find_the_nearest_in_broad_on
         in_range = np.arange(170, 200)
         exact = in_range[np.argsort(-(unit[in_range] @ unit[5]), kind="stable")]
         assert found == [ids[index] for index in exact]
+    finally:
+        await store.close()
+
+
+async def test_vectors_whose_files_cannot_be_written_are_stored_and_found(db_path: Path) -> None:
+    cache_directory(str(db_path)).write_text("not a directory")  # the files' place is taken
+    store = await opened(db_path)
+    try:
+        ids = await embed(store, [[1, 0, 0, 0], [0, 1, 0, 0]])
+        assert await nearest_ids(store, [0, 1, 0, 0]) == [ids[1], ids[0]]
+        with pytest.raises(StoreUnavailable, match="vector files"):
+            await store.maintain_vectors()
     finally:
         await store.close()

@@ -30,7 +30,7 @@ from neo4j import exceptions as neo4j_errors
 from neo4j.graph import Node, Path, Relationship
 from neo4j.time import DateTime as Neo4jDateTime
 
-from palimpsest.graph_schema.backends import Neo4jCredentials
+from palimpsest.graph_schema.credentials import Neo4jCredentials
 from palimpsest.graph_schema.errors import Conflict, InternalError, InvalidInput, NotFound, StoreUnavailable
 from palimpsest.graph_schema.models import Message, Thread
 from palimpsest.graph_schema.neo4j import queries as q

@@ -66,6 +66,35 @@ def _frontier(items: list[dict[str, Any]]) -> list[FrontierItem]:
     return sorted((FrontierItem.model_validate(item) for item in items), key=lambda item: item.first_seq)
 
 
+async def keep_floors(tx: AsyncManagedTransaction, partition: str, thread_id: str, level: int, lowest: int) -> None:
+    """After summaries of ``level`` are written (the lowest from seq ``lowest``): keep the thread's covered floors.
+
+    As SQLite's ``keep_floors`` does (docs/architecture.md, "Covered floors"): the
+    level's floor comes down to a summary written below it, and the floor of the
+    level under it goes up to its first node still without a parent, or past its
+    last node. Both touch only the nodes between the old floor and the new one.
+    """
+    run = Neo4jBase._run
+    scope = {"partition": partition, "thread_id": thread_id}
+    (row,) = await run(tx, q.COVERED_FLOORS, **scope)
+    kept = row["floors"]
+    if kept is None:  # a thread written before floors were kept: 0 on every level it has
+        (top,) = await run(tx, q.TOP_LEVEL, **scope)
+        kept = [0] * (top["top"] + 1)
+    floors: list[int] = list(kept) + [0] * max(0, level + 1 - len(kept))
+    floors[level] = min(floors[level], lowest)
+    floor = floors[level - 1]
+    if level == 1:
+        first = await run(tx, q.FIRST_UNCOVERED_MESSAGE, **scope, floor=floor)
+        floors[0] = first[0]["seq"] if first else row["next_seq"]
+    else:
+        first = await run(tx, q.FIRST_PARENTLESS_SUMMARY, **scope, level=level - 1, floor=floor)
+        end = first or await run(tx, q.LEVEL_END, **scope, level=level - 1, floor=floor)
+        floors[level - 1] = end[0]["seq"] if end else floor
+    if floors != row["floors"]:
+        await run(tx, q.SET_COVERED_FLOORS, **scope, floors=floors)
+
+
 class Neo4jDag(Neo4jBase):
     """The summary DAG verbs, apart because compaction and expansion are the store's largest feature."""
 
@@ -163,6 +192,8 @@ class Neo4jDag(Neo4jBase):
                 )
             else:
                 await self._run(tx, q.SUMMARY_BATCH_WRITE_OVER_SUMMARIES, summaries=rows_out)
+            lowest = min(summary.first_seq for summary in derived)
+            await keep_floors(tx, first.partition, first.thread_id, first.level, lowest)
             return derived
 
         return await self._transaction(work, write=True)

@@ -297,7 +297,7 @@ UNCOVERED_MESSAGES: LiteralString = (
     + """
 RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= coalesce(t.covered_floors[0], 0) AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN """
     + _MESSAGE_PROPS
     + """ ORDER BY m.partition, m.thread_id, m.seq LIMIT $limit
@@ -305,10 +305,56 @@ RETURN COLLECT {
 """
 )
 
+# -- covered floors (docs/architecture.md, "Covered floors"): ``t.covered_floors[level]``
+# is the seq below which every node of the level has a parent (level 0: messages). A
+# thread written before floors were kept has none: every level is read from 0, up to
+# level 32 (2^32 messages at the least fan-out of two).
+
+COVERED_FLOORS: LiteralString = """
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+RETURN t.covered_floors AS floors, t.last_seq + 1 AS next_seq
+"""
+#: A thread's highest summary level: its floors start at 0 on every level up to it.
+TOP_LEVEL: LiteralString = """
+MATCH (s:Summary {thread_id: $thread_id})
+WHERE s.partition = $partition
+RETURN coalesce(max(s.level), 0) AS top
+"""
+SET_COVERED_FLOORS: LiteralString = """
+MATCH (t:Thread {partition: $partition, id: $thread_id})
+SET t.covered_floors = $floors
+"""
+FIRST_UNCOVERED_MESSAGE: LiteralString = """
+MATCH (m:Message {partition: $partition, thread_id: $thread_id})
+WHERE m.seq >= $floor AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+RETURN m.seq AS seq ORDER BY m.seq LIMIT 1
+"""
+FIRST_PARENTLESS_SUMMARY: LiteralString = """
+MATCH (s:Summary {thread_id: $thread_id, level: $level})
+WHERE s.first_seq >= $floor AND s.partition = $partition AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
+RETURN s.first_seq AS seq ORDER BY s.first_seq LIMIT 1
+"""
+LEVEL_END: LiteralString = """
+MATCH (s:Summary {thread_id: $thread_id, level: $level})
+WHERE s.first_seq >= $floor AND s.partition = $partition
+RETURN s.last_seq + 1 AS seq ORDER BY s.first_seq DESC LIMIT 1
+"""
+#: ``floors``: the thread's covered floors, one per level up to its highest summary.
+_FLOORS: LiteralString = "WITH t, coalesce(t.covered_floors, [level IN range(0, 32) | 0]) AS floors\n"
+#: The top summaries: of each level, those with no parent from the level's floor up.
+_TOP_SUMMARIES: LiteralString = """
+    UNWIND range(1, size(floors) - 1) AS level
+    MATCH (s:Summary {thread_id: t.id, level: level})
+    WHERE s.first_seq >= floors[level] AND s.partition = t.partition
+        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
+"""
+
 UNCOVERED_SUMMARIES: LiteralString = (
     """
+OPTIONAL MATCH (t:Thread {partition: $partition, id: $thread_id})
+WITH coalesce(t.covered_floors[$level], 0) AS floor
 MATCH (s:Summary {thread_id: $thread_id, level: $level})
-WHERE s.first_seq >= 0 AND s.partition = $partition
+WHERE s.first_seq >= floor AND s.partition = $partition
     AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
 RETURN """
     + _SUMMARY_MAP
@@ -511,16 +557,14 @@ RETURN id, [n IN nodes(path)[1..] | n.id] AS chain
 
 FRONTIER: LiteralString = (
     _THREAD
-    + """
-RETURN COLLECT {
+    + _FLOORS
+    + """RETURN COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= floors[0] AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
-} + COLLECT {
-    MATCH (s:Summary {thread_id: t.id})
-    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
-        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
-    RETURN {kind: 'summary', id: s.id, level: s.level, first_seq: s.first_seq,
+} + COLLECT {"""
+    + _TOP_SUMMARIES
+    + """    RETURN {kind: 'summary', id: s.id, level: s.level, first_seq: s.first_seq,
         last_seq: s.last_seq, tokens: s.tokens}
 } AS items
 """
@@ -534,17 +578,15 @@ RETURN COLLECT {
 #: fall, so no gap means ``first - seq = k``), and none when the newest alone is over.
 CONTEXT_FRONTIER: LiteralString = (
     _THREAD
-    + """
-WITH t, COLLECT {
+    + _FLOORS
+    + """WITH t, COLLECT {
     MATCH (m:Message {partition: t.partition, thread_id: t.id})
-    WHERE m.seq >= 0 AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
+    WHERE m.seq >= floors[0] AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(m) }
     RETURN {kind: 'message', id: m.id, level: 0, first_seq: m.seq, last_seq: m.seq, tokens: m.tokens}
     ORDER BY m.seq DESC
-} AS messages, COLLECT {
-    MATCH (s:Summary {thread_id: t.id})
-    WHERE s.level >= 1 AND s.first_seq IS NOT NULL AND s.partition = t.partition
-        AND NOT EXISTS { (:Summary)-[:SUMMARIZES]->(s) }
-    RETURN """
+} AS messages, COLLECT {"""
+    + _TOP_SUMMARIES
+    + """    RETURN """
     + _SUMMARY_MAP
     + """ AS summary
 } AS summaries

@@ -22,6 +22,7 @@ from palimpsest.graph_schema.errors import Conflict, NotFound
 from palimpsest.graph_schema.models import Fact, Message, StoredVector, Summary, Thread
 from palimpsest.graph_schema.neo4j import queries as q
 from palimpsest.graph_schema.neo4j.base import EPOCH, Neo4jBase, aware, native
+from palimpsest.graph_schema.neo4j.dag import keep_floors
 from palimpsest.graph_schema.prepare import restored_messages
 
 
@@ -123,6 +124,7 @@ class Neo4jTransfer(Neo4jBase):
                 )
                 stored.add(summary.id)
                 written += 1
+                await keep_floors(tx, summary.partition, summary.thread_id, summary.level, summary.first_seq)
             return written
 
         return await self._transaction(work, write=True)

@@ -122,6 +122,10 @@ class Neo4jVectors(Neo4jBase):
             todo += [EmbeddingTodo(row["id"], kind, row["text"]) for row in await self._query(queries[kind], **params)]
         return sorted(todo)[:limit]
 
+    async def maintain_vectors(self) -> int:
+        """Nothing to do (see `MemoryStore`): Neo4j keeps its vector index up as vectors are written."""
+        return 0
+
     async def vector_search(
         self,
         vector: Sequence[float],

@@ -34,7 +34,7 @@ from palimpsest.graph_schema.sqlite import queries as q
 from palimpsest.graph_schema.vectors import VectorSpace
 
 if TYPE_CHECKING:
-    from palimpsest.graph_schema.sqlite.vector_file import MappedVectors
+    from palimpsest.graph_schema.sqlite.vector_file import SearchView
 
 T = TypeVar("T")
 
@@ -133,7 +133,8 @@ class SqliteBase:
         self._idle_readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         #: The vector files as last mapped, and a ``:memory:`` store's directory for them.
-        self._mapped_vectors: MappedVectors | None = None
+        self._vector_view: SearchView | None = None
+        self._view_lock = threading.Lock()
         self._vector_scratch: tempfile.TemporaryDirectory[str] | None = None
 
     # -- plumbing -------------------------------------------------------------------

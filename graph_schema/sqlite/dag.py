@@ -63,18 +63,51 @@ def _summaries(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> list[Su
     return [_summary(row, children.get(row["id"], []), parents.get(row["id"])) for row in rows]
 
 
+def covered_floors(conn: sqlite3.Connection, partition: str, thread_id: str) -> dict[int, int]:
+    """Per level, the seq below which every node of the level has a parent (docs/architecture.md, "Covered floors")."""
+    return dict(conn.execute(q.COVERED_FLOORS, {"partition": partition, "thread_id": thread_id}).fetchall())
+
+
 def _frontier(conn: sqlite3.Connection, partition: str, thread_id: str) -> list[FrontierItem]:
+    """Top summaries and the messages no summary covers, each level read from its covered floor up."""
     scope = {"partition": partition, "thread_id": thread_id}
-    items = [
-        FrontierItem(kind="summary", id=r[0], level=r[1], first_seq=r[2], last_seq=r[3], tokens=r[4])
-        for r in conn.execute(q.TOP_SUMMARIES, scope)
-    ]
+    floors = covered_floors(conn, partition, thread_id)
+    items: list[FrontierItem] = []
+    for level in range(1, conn.execute(q.TOP_LEVEL, scope).fetchone()[0] + 1):
+        items += [
+            FrontierItem(kind="summary", id=r[0], level=r[1], first_seq=r[2], last_seq=r[3], tokens=r[4])
+            for r in conn.execute(q.TOP_SUMMARIES, {**scope, "level": level, "floor": floors.get(level, 0)})
+        ]
     items += [
         FrontierItem(kind="message", id=r[0], level=0, first_seq=r[1], last_seq=r[1], tokens=r[2])
-        for r in conn.execute(q.UNCOVERED_SPANS, scope)
+        for r in conn.execute(q.UNCOVERED_SPANS, {**scope, "floor": floors.get(0, 0)})
     ]
     items.sort(key=lambda item: item.first_seq)
     return items
+
+
+def keep_floors(conn: sqlite3.Connection, summary: Summary) -> None:
+    """After a summary is written: its level's floor comes down to it, its children's goes up.
+
+    A new summary below its level's floor (a gap compacted late) has no parent yet, so
+    that floor comes down to its first seq. Its children's level's floor goes up to the
+    first node of that level still without a parent, or past the level's last node.
+    Both steps touch the nodes between the old floor and the new one, once each.
+    """
+    scope = {"partition": summary.partition, "thread_id": summary.thread_id}
+    floors = covered_floors(conn, summary.partition, summary.thread_id)
+    if summary.first_seq < floors.get(summary.level, 0):
+        conn.execute(q.SET_COVERED_FLOOR, {**scope, "level": summary.level, "floor": summary.first_seq})
+    below, floor = summary.level - 1, floors.get(summary.level - 1, 0)
+    if below == 0:
+        first = conn.execute(q.FIRST_UNCOVERED_MESSAGE, {**scope, "floor": floor}).fetchone()
+        raised = first[0] if first is not None else conn.execute(q.NEXT_SEQ, scope).fetchone()[0]
+    else:
+        first = conn.execute(q.FIRST_PARENTLESS_SUMMARY, {**scope, "level": below, "floor": floor}).fetchone()
+        end = None if first is not None else conn.execute(q.LEVEL_END, {**scope, "level": below}).fetchone()
+        raised = first[0] if first is not None else floor if end is None else end[0]
+    if raised != floor:
+        conn.execute(q.SET_COVERED_FLOOR, {**scope, "level": below, "floor": raised})
 
 
 def refuse_covered(conn: sqlite3.Connection, scope: Mapping[str, object]) -> None:
@@ -85,7 +118,7 @@ def refuse_covered(conn: sqlite3.Connection, scope: Mapping[str, object]) -> Non
 
 
 def insert_summary(conn: sqlite3.Connection, summary: Summary) -> None:
-    """Write a summary, its ordered edges and, for an L1, its thread's covered count.
+    """Write a summary, its ordered edges, its thread's covered floors and, for an L1, covered count.
 
     One writer for both ways a summary arrives (compaction derives it, a transfer copies
     it), inside the caller's transaction, so the two cannot store it differently.
@@ -107,6 +140,7 @@ def insert_summary(conn: sqlite3.Connection, summary: Summary) -> None:
             q.COVER_MESSAGES,
             {"covered": len(summary.child_ids), "thread_id": summary.thread_id, "partition": summary.partition},
         )
+    keep_floors(conn, summary)
 
 
 class SqliteDag(SqliteBase):
@@ -128,17 +162,19 @@ class SqliteDag(SqliteBase):
         def read(conn: sqlite3.Connection) -> list[Message]:
             with transaction(conn, "DEFERRED"):
                 require_thread(conn, partition, thread_id)
+                params["floor"] = covered_floors(conn, partition, thread_id).get(0, 0)
                 return [message_from_row(row) for row in conn.execute(q.UNCOVERED_MESSAGES, params)]
 
         return await self._run(read)
 
     async def uncovered_summaries(self, partition: str, thread_id: str, level: int) -> list[Summary]:
-        """Summaries of one level with no parent, in thread order."""
+        """Summaries of one level with no parent, in thread order, read from the level's covered floor up."""
         params = {"thread_id": thread_id, "partition": partition, "level": clamp_int64(level)}
 
         def read(conn: sqlite3.Connection) -> list[Summary]:
             with transaction(conn, "DEFERRED"):
-                return _summaries(conn, conn.execute(q.UNCOVERED_SUMMARIES, params).fetchall())
+                floor = covered_floors(conn, partition, thread_id).get(level, 0)
+                return _summaries(conn, conn.execute(q.UNCOVERED_SUMMARIES, {**params, "floor": floor}).fetchall())
 
         return await self._run(read)
 

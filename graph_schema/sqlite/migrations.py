@@ -4,7 +4,7 @@
 a table that is already there, so a file written before a change would fail on the
 first statement that relies on it. ``migrate`` runs first in
 ``SqliteStore.initialize()`` and is idempotent: on a new or current file it changes
-nothing. Three changes so far:
+nothing. The changes so far:
 
 - ``threads.secrets_redacted``, the count of credentials redaction replaced
   (``graph_schema/redact.py``): one added column.
@@ -13,6 +13,9 @@ nothing. Three changes so far:
   foreign keys off meanwhile, as SQLite's documented way to change a key requires.
 - Read positions in their own table instead of message metadata ``hook_cursor``
   (`palimpsest.graph_schema.sqlite.positions`): moved over when the table is first made.
+- The index ``embeddings_by_partition`` dropped: no query uses it (vector searches
+  read the files beside the database; the table is read by model and pk), and every
+  vector written paid for it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def migrate(conn: sqlite3.Connection, schema: str) -> None:
     """Add what older files lack; nothing when the tables are new or current."""
     if not _columns(conn, "threads"):
         return
+    conn.execute(q.DROP_UNUSED_INDEXES)
     if "secrets_redacted" not in _columns(conn, "threads"):
         conn.execute(q.ADD_SECRETS_REDACTED)
     positions_missing = not _columns(conn, "read_positions")

@@ -57,7 +57,7 @@ WHERE id = :id AND (:partition IS NULL OR partition = :partition)
 """
 UNCOVERED_MESSAGES = f"""
 SELECT {MESSAGE_COLUMNS} FROM messages AS m
-WHERE partition = :partition AND thread_id = :thread_id
+WHERE partition = :partition AND thread_id = :thread_id AND seq >= :floor
   AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 ORDER BY seq LIMIT :limit
 """
@@ -93,7 +93,7 @@ ORDER BY level, first_seq
 """
 UNCOVERED_SUMMARIES = f"""
 SELECT {SUMMARY_COLUMNS} FROM summaries AS s
-WHERE partition = :partition AND thread_id = :thread_id AND level = :level
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level AND first_seq >= :floor
   AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 ORDER BY first_seq
 """
@@ -121,13 +121,43 @@ WITH RECURSIVE up (origin, id, depth) AS (
 )
 SELECT origin, id FROM up ORDER BY origin, depth
 """
+COVERED_FLOORS = "SELECT level, floor FROM covered_floors WHERE partition = :partition AND thread_id = :thread_id"
+SET_COVERED_FLOOR = """
+INSERT INTO covered_floors (partition, thread_id, level, floor) VALUES (:partition, :thread_id, :level, :floor)
+ON CONFLICT (partition, thread_id, level) DO UPDATE SET floor = excluded.floor
+"""
+#: The first message no summary covers from a floor up (messages' (thread, seq) key serves it).
+FIRST_UNCOVERED_MESSAGE = """
+SELECT seq FROM messages AS m
+WHERE partition = :partition AND thread_id = :thread_id AND seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+ORDER BY seq LIMIT 1
+"""
+#: The first summary of a level with no parent from a floor up (``summaries_by_thread``).
+FIRST_PARENTLESS_SUMMARY = """
+SELECT first_seq FROM summaries AS s
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level AND first_seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+ORDER BY first_seq LIMIT 1
+"""
+#: Just past the last summary of a level.
+LEVEL_END = """
+SELECT last_seq + 1 FROM summaries WHERE partition = :partition AND thread_id = :thread_id AND level = :level
+ORDER BY first_seq DESC LIMIT 1
+"""
+NEXT_SEQ = "SELECT message_count FROM threads WHERE partition = :partition AND id = :thread_id"
+TOP_LEVEL = "SELECT coalesce(max(level), 0) FROM summaries WHERE partition = :partition AND thread_id = :thread_id"
+#: Summaries of one level no summary covers, from the level's covered floor up.
 TOP_SUMMARIES = """
 SELECT id, level, first_seq, last_seq, tokens FROM summaries AS s
-WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
+WHERE partition = :partition AND thread_id = :thread_id AND level = :level AND first_seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = s.id)
 """
+#: Messages no summary covers, from the thread's covered floor up (`COVERED_FLOOR`).
 UNCOVERED_SPANS = """
 SELECT id, seq, tokens FROM messages AS m
-WHERE partition = :partition AND thread_id = :thread_id AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
+WHERE partition = :partition AND thread_id = :thread_id AND seq >= :floor
+  AND NOT EXISTS (SELECT 1 FROM summarizes WHERE child_id = m.id)
 """
 SUMMARY_EDGES = """
 SELECT e.parent_id, e.child_id, e.position FROM summarizes AS e
@@ -405,11 +435,12 @@ MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in
 MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
 EMBEDDING_ROWS = """SELECT pk, kind, partition, thread_id, created_us, vector FROM embeddings
 WHERE model = :model AND pk > :after ORDER BY pk"""
-#: The last pk of a model's vectors (the index's last entry, not a count).
-EMBEDDING_LAST_PK = "SELECT coalesce(max(pk), 0) FROM embeddings WHERE model = :model"
 #: Vectors deleted since the files last looked (``:after``, a seq of the log), and its end.
 DELETED_EMBEDDINGS = "SELECT seq, pk FROM embedding_deletions WHERE seq > :after ORDER BY seq"
 LAST_DELETION = "SELECT coalesce(max(seq), 0) FROM embedding_deletions"
+#: Whether a pk was deleted (the log is short-lived beside the table: scanned, not indexed).
+DELETED_PK = "SELECT 1 FROM embedding_deletions WHERE pk = :pk LIMIT 1"
+EMBEDDING_UP_TO = "SELECT 1 FROM embeddings WHERE model = :model AND pk <= :pk LIMIT 1"
 #: One vector by pk: the cache's last row is compared with it on a process's first open.
 EMBEDDING_VECTOR = "SELECT vector FROM embeddings WHERE pk = :pk AND model = :model"
 #: The node of each pk the cache ranked first (``:ids`` holds the pks).
@@ -462,6 +493,7 @@ def query_words(text: str) -> list[str]:
 # -- migrations: files written by older versions (``migrations``) --------------------------
 
 TABLE_COLUMNS = "SELECT name FROM pragma_table_info(:table)"
+DROP_UNUSED_INDEXES = "DROP INDEX IF EXISTS embeddings_by_partition"
 ADD_SECRETS_REDACTED = "ALTER TABLE threads ADD COLUMN secrets_redacted INTEGER NOT NULL DEFAULT 0"
 
 #: Files from before threads were keyed by (partition, id): the four tables that name a
@@ -557,9 +589,11 @@ ARCHIVED_TOTALS = """
 SELECT count(*), coalesce(sum(last_seq - first_seq + 1), 0) FROM archived_ranges
 WHERE :partition IS NULL OR partition = :partition
 """
-#: Pages in use: freed pages (an archived run's) are reused before the file grows.
-BYTES_ON_DISK = """
-SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
+#: Pages in all and free pages, in bytes: freed pages (an archived run's) are reused
+#: before the file grows, so they are reclaimable.
+PAGE_BYTES = """
+SELECT page_count * page_size, freelist_count * page_size
+FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()
 """
 
 # -- hooks: read positions --------------------------------------------------------------

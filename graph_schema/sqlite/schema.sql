@@ -1,4 +1,5 @@
--- The SQLite mirror of DESIGN.md's graph, applied idempotently by SqliteStore.initialize().
+-- The SQLite mirror of the graph docs/architecture.md describes, applied idempotently by
+-- SqliteStore.initialize().
 --
 -- Node labels become tables, SUMMARIZES becomes the `summarizes` edge table, and NEXT
 -- is not stored at all: in SQLite it is implied by consecutive `seq` within a thread
@@ -74,6 +75,19 @@ CREATE TABLE IF NOT EXISTS summaries (
 );
 
 CREATE INDEX IF NOT EXISTS summaries_by_thread ON summaries (partition, thread_id, level, first_seq);
+
+-- Per thread and level, the seq below which every node of that level has a parent (for
+-- level 0, every message is under a level-1 summary): docs/architecture.md, "Covered floors". The
+-- frontier and the per-turn reads scan each level from its floor up, so a long thread
+-- costs what its uncovered tail and top summaries do. No row means 0 (always true,
+-- merely slower); floors are kept when summaries are written.
+CREATE TABLE IF NOT EXISTS covered_floors (
+    partition TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    level     INTEGER NOT NULL,
+    floor     INTEGER NOT NULL,
+    PRIMARY KEY (partition, thread_id, level)
+) WITHOUT ROWID;
 
 -- (:Summary)-[:SUMMARIZES {position}]->(:Message | :Summary). UNIQUE(child_id) is
 -- invariant 2 held by the database itself: a node has at most one parent summary.
@@ -217,7 +231,6 @@ CREATE TABLE IF NOT EXISTS embeddings (
     vector     BLOB NOT NULL
 );
 
-CREATE INDEX IF NOT EXISTS embeddings_by_partition ON embeddings (partition, model, pk);
 CREATE INDEX IF NOT EXISTS embeddings_by_model ON embeddings (model, pk);
 
 -- Every deleted vector's pk, in order: the vector files beside the database mark those

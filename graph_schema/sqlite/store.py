@@ -57,6 +57,7 @@ from palimpsest.graph_schema.sqlite.base import (
 )
 from palimpsest.graph_schema.sqlite.dag import SqliteDag
 from palimpsest.graph_schema.sqlite.facts import SqliteFacts
+from palimpsest.graph_schema.sqlite.footprint import measure
 from palimpsest.graph_schema.sqlite.fts import upgrade_indexes
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
 from palimpsest.graph_schema.sqlite.migrations import migrate
@@ -343,7 +344,7 @@ class SqliteStore(
         return await self._read(read)
 
     async def stats(self, partition: str | None) -> StoreStats:
-        """Counts from the per-thread totals and one GROUP BY over summaries."""
+        """Counts from the per-thread totals and one GROUP BY over summaries; sizes from the files (`footprint`)."""
 
         def read(conn: sqlite3.Connection) -> StoreStats:
             params = {"partition": partition}
@@ -352,7 +353,16 @@ class SqliteStore(
                 levels = {level: count for level, count in conn.execute(q.SUMMARY_LEVELS, params)}
                 (facts,) = conn.execute(q.FACT_COUNT, params).fetchone()
                 runs, archived = conn.execute(q.ARCHIVED_TOTALS, params).fetchone()
-                (size,) = conn.execute(q.BYTES_ON_DISK).fetchone()
+                pages, free = conn.execute(q.PAGE_BYTES).fetchone()
+            if self.path == ":memory:":
+                size, reclaimable, archives = pages, free, None
+            else:
+                footprint = measure(self.path, free)
+                size, reclaimable, archives = (
+                    footprint.bytes_on_disk,
+                    footprint.reclaimable_bytes,
+                    footprint.archive_bytes,
+                )
             return StoreStats(
                 store=self.kind,
                 partition=partition,
@@ -365,6 +375,8 @@ class SqliteStore(
                 archived_messages=archived,
                 archived_runs=runs,
                 bytes_on_disk=size,
+                bytes_reclaimable=reclaimable,
+                archive_bytes=archives,
             )
 
         return await self._read(read)

@@ -4,7 +4,8 @@ Why: SQLite has no vector index, and reading a million 384-number vectors out of
 ``embeddings`` table into memory took 12-16 s, paid by the first semantic or hybrid
 search of every process. The table stays the source of truth; this module keeps a cache
 of it in ``<database>.vectors/`` that a process maps in milliseconds
-(``numpy.memmap``), whatever its size, and catches up by the table's version.
+(``numpy.memmap``), whatever its size; what it lacks is read from the table by the
+table's version.
 
 Why not sqlite-vec: its ``vec0`` tables scan every vector of a query, as a matmul over
 the mapped file would (about 0.3 s for a million on a busy two-core machine), and it
@@ -25,7 +26,8 @@ Files, per embedding model (named by a hash of the model's name):
 
 - ``<key>-<generation>.f32``: the vectors, float32 rows; in cell order once there are
   cells (each cell one block of the file, read in one sweep even from disk), then
-  appended rows in pk order (the tail, sorted in again once it outgrows an eighth);
+  appended rows in pk order (the tail, sorted in again by upkeep once it outgrows an
+  eighth);
 - ``<key>-<generation>.rows``: per vector, its ``embeddings.pk``, created time, a hash
   of its thread and partition, its kind, whether it is still in the table, and its cell;
 - ``<key>-<generation>.cells.npy``: the centroids, once there are enough vectors;
@@ -34,18 +36,17 @@ Files, per embedding model (named by a hash of the model's name):
   were written, so a crash mid-append leaves rows the header does not count (cut off by
   the next writer) and never a header that counts missing rows.
 
-In step: a search compares the table's version with the header's. Equal: the files are
-current (on the first open of a process, the table's last pk and its vector are also
-compared with the files', so a database replaced under the same name is caught).
-Otherwise, rows deleted since (a fact cleared, a run archived, a vector replaced, which
-gives its node a new pk) are read from the ``embedding_deletions`` log a trigger keeps,
-and marked dead in place; rows past the last pk are appended. Neither counts the table
-(a count reads a million index entries, about a second). Files of another layout,
-model or size, or another database's (their last row is in the table with other
-numbers), are rebuilt as a new generation, then the header is switched to it. Writers
-in several processes take an advisory lock on ``<key>.lock``. The cache holds pks, never
-node ids: a hit's id, partition and thread are read back from the table, so a stale or
-colliding cache row can never name a wrong node.
+Who writes: a writer of vectors appends its rows (``append``) and marks deleted ones
+dead in place (``mark_dead``, from the ``embedding_deletions`` log a trigger keeps,
+never counting the table); upkeep (``lay_out``, maintenance's ``vector_upkeep`` step)
+trains the cells, re-sorts the tail in and drops dead rows, each a new generation the
+header is switched to. A search writes nothing: it maps the generation the header
+names and reads what the files lack from the table (`SearchView`). Files of another
+layout, model or size, or another database's (their last row is in the table with other
+numbers), are rewritten as a new generation. Writers in several processes take an
+advisory lock on ``<key>.lock``. The cache holds pks, never node ids: a hit's id,
+partition and thread are read back from the table, so a stale or colliding cache row
+can never name a wrong node.
 """
 
 from __future__ import annotations
@@ -88,9 +89,15 @@ TRAIN_PER_CELL = 64
 ASSIGN_CHUNK = 65_536
 
 
+#: Bytes of one vector's metadata in the ``.rows`` file (`row_dtype`), known without numpy.
+ROW_BYTES = 40
+#: Share of dead rows (their embedding deleted) at which upkeep rewrites the files without them.
+RECLAIM_SHARE = 16
+
+
 @functools.cache
 def row_dtype() -> np.dtype:
-    """One vector's metadata in the ``.rows`` file (40 bytes)."""
+    """One vector's metadata in the ``.rows`` file (`ROW_BYTES`)."""
     return np.dtype(
         [
             ("pk", "<i8"),
@@ -167,13 +174,15 @@ class MappedVectors:
     vectors: np.ndarray
     meta: np.ndarray
     centroids: np.ndarray | None
+    #: Rows whose embedding was deleted since the files were caught up (from the deletion log).
+    excluded: np.ndarray | None = None
     _bounds: np.ndarray | None = None
     _masks: dict[tuple[tuple[str, ...], str | None], np.ndarray] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def version(self) -> int:
-        return self.header.version
+    def without(self, rows: np.ndarray) -> MappedVectors:
+        """The same mapping with these row positions left out of every search (files untouched)."""
+        return MappedVectors(self.directory, self.header, self.vectors, self.meta, self.centroids, rows, self._bounds)
 
     def nearest(
         self,
@@ -225,6 +234,8 @@ class MappedVectors:
                 mask = (meta["alive"] == 1) & np.isin(meta["kind"], [KIND_CODES[kind] for kind in kinds])
                 if partition is not None:
                     mask &= meta["partition"] == text_hash(partition)
+                if self.excluded is not None:
+                    mask[self.excluded] = False
                 if len(self._masks) >= 8:
                     self._masks.clear()
                 self._masks[(kinds, partition)] = mask
@@ -316,6 +327,14 @@ class VectorFiles:
         centroids = np.load(cells_path) if header.cells else None
         return MappedVectors(self.directory, header, vectors, meta, centroids)
 
+    def last_live_pk(self, header: CacheHeader) -> int:
+        """The highest pk of a live row in the files (0 if none)."""
+        if not header.rows:
+            return 0
+        meta = self.map(header).meta
+        live = meta["pk"][meta["alive"] == 1]
+        return int(live.max()) if len(live) else 0
+
     def vector_of(self, header: CacheHeader, pk: int) -> bytes:
         """The stored bytes of the live row of ``pk`` (b"" if none): compared with the table's."""
         if not header.rows:
@@ -327,19 +346,27 @@ class VectorFiles:
     # -- writing (the caller holds `locked`) -----------------------------------------
 
     @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """An advisory lock on ``<key>.lock`` (none on Windows): one writer per model at a time."""
+    def locked(self, *, wait: bool = True) -> Iterator[bool]:
+        """An advisory lock on ``<key>.lock`` (none on Windows): one writer per model at a time.
+
+        Yields whether the lock is held: with ``wait`` false, False at once when another
+        writer has it (a store writing vectors leaves the files to that writer).
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(self.directory / f"{self.key}.lock", "a+b") as handle:
             if sys.platform != "win32":
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+            yield True
 
     def append(self, header: CacheHeader, rows: Sequence[TableRow], version: int) -> CacheHeader:
         """Append rows (pk order, past ``header.max_pk``) and count them in a new header."""
         vectors_path, meta_path, _ = self._paths(header.generation)
         centroids = np.load(self._paths(header.generation)[2]) if header.cells else None
-        block = self._block(rows, centroids)
+        block = self.block(rows, centroids)
         with open(vectors_path, "r+b") as vectors_file, open(meta_path, "r+b") as meta_file:
             # Cut off rows a crashed writer appended but never counted.
             vectors_file.truncate(header.rows * self.dimensions * 4)
@@ -356,13 +383,33 @@ class VectorFiles:
                 "version": version,
             }
         )
-        if updated.cells == 0 and updated.rows >= IVF_MIN_ROWS:
-            updated = self._sorted_by_cell(updated, self._trained(updated))
-        elif updated.cells and updated.rows - updated.sorted_rows > max(TAIL_ROWS, updated.sorted_rows // 8):
-            updated = self._sorted_by_cell(updated, np.load(self._paths(updated.generation)[2]))
+        self._write_header(updated)
+        return updated
+
+    def lay_out(self, header: CacheHeader) -> tuple[CacheHeader, int]:
+        """Upkeep: rewrite the files when due, as a new generation, and switch the header to it.
+
+        Due when a store first reaches `IVF_MIN_ROWS` (the cells are trained), when the
+        rows appended since the last sort outgrow an eighth of the sorted ones (at least
+        `TAIL_ROWS`), or when a `RECLAIM_SHARE`-th of the rows are dead. The rewrite
+        drops dead rows and sorts the live ones by cell; readers keep the generation
+        they mapped until their next search reads the new header. Returns the header
+        and the rows rewritten (0 when nothing was due).
+        """
+        dead = header.rows - header.alive
+        train = header.cells == 0 and header.alive >= IVF_MIN_ROWS
+        resort = header.cells > 0 and header.rows - header.sorted_rows > max(TAIL_ROWS, header.sorted_rows // 8)
+        if not (train or resort or (dead and dead * RECLAIM_SHARE >= header.rows)):
+            return header, 0
+        centroids = None
+        if train:
+            centroids = self._trained(header)
+        elif header.cells:
+            centroids = np.load(self._paths(header.generation)[2])
+        updated = self._rewritten(header, centroids)
         self._write_header(updated)
         self._remove_other_generations(updated.generation)
-        return updated
+        return updated, updated.rows
 
     def mark_dead(self, header: CacheHeader, dead_pks: np.ndarray) -> CacheHeader:
         """Mark the rows of ``dead_pks`` (deleted from the table) as dead, in place."""
@@ -391,19 +438,19 @@ class VectorFiles:
         )  # fmt: skip
         with open(vectors_path, "wb") as vectors_file, open(meta_path, "wb") as meta_file:
             for rows in chunks:
-                vectors, meta = self._block(rows, None)
+                vectors, meta = self.block(rows, None)
                 vectors_file.write(vectors.tobytes())
                 meta_file.write(meta.tobytes())
                 header = header.model_copy(
                     update={"rows": header.rows + len(rows), "alive": header.alive + len(rows), "max_pk": rows[-1].pk}
                 )
         if header.rows >= IVF_MIN_ROWS:
-            header = self._sorted_by_cell(header, self._trained(header))
+            header = self._rewritten(header, self._trained(header))
         self._write_header(header)
         self._remove_other_generations(header.generation)
         return header
 
-    def _block(self, rows: Sequence[TableRow], centroids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def block(self, rows: Sequence[TableRow], centroids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Rows as a float32 matrix and their metadata records."""
         vectors = np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4").reshape(len(rows), self.dimensions)
         meta = np.zeros(len(rows), dtype=row_dtype())
@@ -435,33 +482,44 @@ class VectorFiles:
             centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
         return centroids.astype(np.float32)
 
-    def _sorted_by_cell(self, header: CacheHeader, centroids: np.ndarray) -> CacheHeader:
-        """Write the rows as the next generation in cell order (each cell one block of the file).
+    def _rewritten(self, header: CacheHeader, centroids: np.ndarray | None) -> CacheHeader:
+        """Write the live rows as the next generation, in cell order when there are cells.
 
         Rows are filed under their nearest centroid (rows filed already keep their cell),
-        then copied in cell order, `ASSIGN_CHUNK` at a time.
+        then copied in cell order, `ASSIGN_CHUNK` at a time; dead rows are left behind.
         """
         vectors_path, meta_path, _ = self._paths(header.generation)
         vectors = np.memmap(vectors_path, dtype="<f4", mode="r", shape=(header.rows, self.dimensions))
         meta = np.memmap(meta_path, dtype=row_dtype(), mode="r", shape=(header.rows,))
         cells = np.array(meta["cell"])
-        if not header.cells:
+        if centroids is not None and not header.cells:
             for start in range(0, header.rows, ASSIGN_CHUNK):
                 block = np.asarray(vectors[start : start + ASSIGN_CHUNK])
                 cells[start : start + len(block)] = np.argmax(block @ centroids.T, axis=1)
-        order = np.argsort(cells, kind="stable")
+        live = np.flatnonzero(np.asarray(meta["alive"]) == 1)
+        order = live[np.argsort(cells[live], kind="stable")] if centroids is not None else live
         generation = header.generation + 1
         new_vectors, new_meta, new_cells = self._paths(generation)
         with open(new_vectors, "wb") as vectors_file, open(new_meta, "wb") as meta_file:
-            for start in range(0, header.rows, ASSIGN_CHUNK):
+            for start in range(0, len(order), ASSIGN_CHUNK):
                 picked = order[start : start + ASSIGN_CHUNK]
                 vectors_file.write(np.asarray(vectors[picked]).tobytes())
                 records = np.array(meta[picked])
                 records["cell"] = cells[picked]
                 meta_file.write(records.tobytes())
-        np.save(new_cells, centroids)
+        if centroids is not None:
+            np.save(new_cells, centroids)
         del vectors, meta
-        return header.model_copy(update={"generation": generation, "cells": len(centroids), "sorted_rows": header.rows})
+        rows = len(order)
+        return header.model_copy(
+            update={
+                "generation": generation,
+                "rows": rows,
+                "alive": rows,
+                "cells": 0 if centroids is None else len(centroids),
+                "sorted_rows": rows if centroids is not None else 0,
+            }
+        )
 
     def _write_header(self, header: CacheHeader) -> None:
         """Write the header beside the files and rename it into place (atomic)."""
@@ -481,3 +539,59 @@ class VectorFiles:
     def _paths(self, generation: int) -> tuple[Path, Path, Path]:
         stem = f"{self.key}-{generation}"
         return self.directory / f"{stem}.f32", self.directory / f"{stem}.rows", self.directory / f"{stem}.cells.npy"
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """What a search reads, as of one table version: the mapped files and, in memory, what they lack.
+
+    A search never writes a file. Rows the table gained past the files' last pk (written
+    while the files' lock was busy, by a process that crashed before catching the files
+    up, or before the files were first laid out) are read from the table into ``tail``
+    and scored exactly; rows deleted since the files were caught up (an archived run, a
+    cleared fact, a replaced vector) are left out by position (``files.excluded``) or
+    marked dead in the tail. Maintenance (``vector_upkeep``) folds both into the files.
+    """
+
+    version: int
+    model: str
+    dimensions: int
+    #: The header the files were mapped with; None when there are no usable files.
+    header: CacheHeader | None
+    files: MappedVectors | None
+    tail: MappedVectors
+    #: The last pk read (into the files or the tail) and the last deletion applied.
+    last_pk: int
+    deletions: int
+
+    def nearest(
+        self,
+        query: np.ndarray,
+        *,
+        kinds: Sequence[str],
+        partition: str | None,
+        thread_id: str | None,
+        since_us: int | None,
+        until_us: int | None,
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` nearest pks of the files and the tail together, best first."""
+        ranked: list[tuple[int, float]] = []
+        for part in (self.tail, self.files):
+            if part is not None:
+                ranked += part.nearest(
+                    query, kinds=kinds, partition=partition, thread_id=thread_id,
+                    since_us=since_us, until_us=until_us, limit=limit,
+                )  # fmt: skip
+        return sorted(ranked, key=lambda hit: -hit[1])[:limit]
+
+
+def tail_vectors(directory: Path, model: str, dimensions: int, rows: Sequence[TableRow]) -> MappedVectors:
+    """Table rows as an in-memory block a search scores exactly, like files without cells."""
+    files = VectorFiles(directory, model, dimensions)
+    vectors, meta = files.block(rows)
+    header = CacheHeader(
+        format=FORMAT, model=model, dimensions=dimensions, generation=0, version=0, rows=len(rows),
+        alive=len(rows), max_pk=rows[-1].pk if rows else 0, cells=0, sorted_rows=0, deletions=0,
+    )  # fmt: skip
+    return MappedVectors(directory, header, vectors, meta, None)

@@ -2,8 +2,9 @@
 
 It exists so vector search lives apart from the rest of the backend: vectors are stored as
 rows of the ``embeddings`` table (the source of truth), and searched from memory-mapped
-files beside the database (``vector_file``) that are caught up with the table by its
-version, since SQLite has no vector index of its own. Hybrid search's candidate metadata
+files beside the database (``vector_file``), since SQLite has no vector index of its
+own. Writers append to the files and maintenance lays them out (``maintain_vectors``);
+a search only reads them, with what they lack read from the table by its version. Hybrid search's candidate metadata
 (``message_refs``) is read here too.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -33,10 +35,12 @@ from palimpsest.graph_schema.sqlite.base import SqliteBase, ids_json, page_limit
 from palimpsest.graph_schema.sqlite.vector_file import (
     CacheHeader,
     MappedVectors,
+    SearchView,
     TableRow,
     VectorFiles,
     cache_directory,
     np,
+    tail_vectors,
 )
 from palimpsest.graph_schema.vectors import (
     SNIPPET_CHARS,
@@ -45,6 +49,8 @@ from palimpsest.graph_schema.vectors import (
     microseconds,
     unit_vectors,
 )
+
+logger = logging.getLogger(__name__)
 
 #: Stored vectors read per step when the vector files are filled from the table (about
 #: 1.5 MB each thousand at 384 dimensions): large enough to amortise the fetch, small
@@ -104,6 +110,11 @@ class SqliteVectors(SqliteBase):
                 )  # fmt: skip
                 if nodes:
                     conn.execute(q.BUMP_VECTOR_VERSION, {"name": q.VECTOR_INDEX_NAME})
+            if nodes:
+                try:
+                    self._files_caught_up(conn, model, dimensions, wait=False)
+                except StoreUnavailable as exc:  # the vectors are stored: searches read them from the table
+                    logger.warning("vectors stored, vector files left for upkeep: %s", exc)
             return len(nodes)
 
         return await self._run(write) if latest else 0
@@ -152,16 +163,16 @@ class SqliteVectors(SqliteBase):
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Catch the vector files up with the table, rank from the mapped files, read the hits' rows."""
+        """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows."""
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         limit = page_limit(limit)
         query = unit_vectors([vector], dimensions)[0]
         if not asked:
             return []
-        mapped = await self._run(lambda conn: self._caught_up(conn, model, dimensions))
+        view = await self._read(lambda conn: self._search_view(conn, model, dimensions))
         ranked = await asyncio.to_thread(
-            mapped.nearest,
+            view.nearest,
             query,
             kinds=asked,
             partition=partition,
@@ -214,52 +225,167 @@ class SqliteVectors(SqliteBase):
         )
         return VectorCandidates(hits, await self._refs(partition, [hit.id for hit in hits if hit.kind == "message"]))
 
-    def _caught_up(self, conn: sqlite3.Connection, model: str, dimensions: int) -> MappedVectors:
-        """The model's vector files, mapped and caught up with every write any process made.
+    def _search_view(self, conn: sqlite3.Connection, model: str, dimensions: int) -> SearchView:
+        """What a search reads at the table's current version; reads only, never writes a file.
 
-        Unchanged version since this process last looked: nothing to read. Otherwise,
-        under the files' lock, the header another process may have brought up to date is
-        read, and the files are caught up from the table if it is behind (see
-        ``vector_file``). On this process's first look the files are also checked against
-        the table, so a database file replaced under the same name is never searched
-        through another one's vectors.
+        Unchanged version since this process last looked: the same view. A new header
+        (maintenance or a writer caught the files up): its files are mapped afresh,
+        once checked against the table, so a database file replaced under the same name
+        is never searched through another one's vectors. Otherwise the view is carried
+        forward: the deletions logged since and the rows past its last pk are read from
+        the table (see `SearchView`). The header is read before the transaction starts,
+        so the table it is checked against holds every row it counts (a writer commits
+        the rows before it writes the header). Maintenance may switch the header to a
+        new generation and remove the old files between the header's read and the
+        mapping: the header is then read again, a few times, never waited for.
         """
-        with transaction(conn, "DEFERRED"):
-            index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
-            version = -1 if index is None else index["version"]
-            mapped = self._mapped_vectors
-            if mapped is not None and (mapped.header.model, mapped.header.dimensions) != (model, dimensions):
-                mapped = None
-            if mapped is not None and mapped.version == version:
-                return mapped
-            files = VectorFiles(self._vector_directory(), model, dimensions)
-            try:
-                with files.locked():
+        files = VectorFiles(self._vector_directory(), model, dimensions)
+        with self._view_lock:
+            for _ in range(3):
+                header = files.header()
+                with transaction(conn, "DEFERRED"):
+                    index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
+                    version = -1 if index is None else index["version"]
+                    view = self._vector_view
+                    if view is not None and (view.model, view.dimensions) != (model, dimensions):
+                        view = None
+                    if view is not None and view.version == version:
+                        return view
+                    if view is None or header != view.header:
+                        try:
+                            view = self._fresh_view(conn, files, header, version)
+                        except FileNotFoundError:
+                            continue
+                    self._vector_view = view = self._carried_forward(conn, view, version)
+                    return view
+            with transaction(conn, "DEFERRED"):
+                self._vector_view = view = self._carried_forward(
+                    conn, self._fresh_view(conn, files, None, version), version
+                )
+                return view
+
+    def _fresh_view(
+        self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
+    ) -> SearchView:
+        """A view of these files, mapped, with nothing read past them yet; none if they are not this table's."""
+        if header is not None and not self._same_table(conn, files, header):
+            header = None
+        try:
+            mapped = None if header is None else files.map(header)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise StoreUnavailable(f"the vector files in {files.directory} cannot be used: {exc}") from exc
+        deletions = header.deletions if header is not None else conn.execute(q.LAST_DELETION).fetchone()[0]
+        tail = tail_vectors(files.directory, files.model, files.dimensions, [])
+        last_pk = header.max_pk if header is not None else 0
+        return SearchView(version, files.model, files.dimensions, header, mapped, tail, last_pk, deletions)
+
+    def _carried_forward(self, conn: sqlite3.Connection, view: SearchView, version: int) -> SearchView:
+        """The view with the deletions logged and the rows written since it was taken."""
+        deleted = conn.execute(q.DELETED_EMBEDDINGS, {"after": view.deletions}).fetchall()
+        fresh = [row for chunk in self._table_rows(conn, view.model, view.last_pk) for row in chunk]
+        files, tail = view.files, view.tail
+        if fresh:
+            old = tail.header.rows
+            vectors, meta = VectorFiles(tail.directory, view.model, view.dimensions).block(fresh)
+            tail = MappedVectors(
+                tail.directory,
+                tail.header.model_copy(update={"rows": old + len(fresh), "max_pk": fresh[-1].pk}),
+                np.concatenate([tail.vectors[:old], vectors]),
+                np.concatenate([tail.meta[:old], meta]),
+                None,
+            )
+        if deleted:
+            dead = np.array([row[1] for row in deleted], dtype=np.int64)
+            if files is not None:
+                gone = np.flatnonzero(np.isin(files.meta["pk"][: files.header.rows], dead))
+                excluded = gone if files.excluded is None else np.union1d(files.excluded, gone)
+                files = files.without(excluded)
+            meta = np.array(tail.meta)
+            meta["alive"][np.isin(meta["pk"], dead)] = 0
+            tail = MappedVectors(tail.directory, tail.header, tail.vectors, meta, None)
+        return SearchView(
+            version, view.model, view.dimensions, view.header, files, tail,
+            fresh[-1].pk if fresh else view.last_pk, deleted[-1][0] if deleted else view.deletions,
+        )  # fmt: skip
+
+    def _files_caught_up(self, conn: sqlite3.Connection, model: str, dimensions: int, *, wait: bool) -> int:
+        """Append the table's new rows to the files and mark deleted ones dead (never re-sorting).
+
+        So the files are laid out when vectors are written, not by the first search. A
+        writer (``wait`` false) skips when another process holds the files' lock;
+        searches read what the files lack from the table until the next write or
+        upkeep. Files missing or another database's are written afresh. Returns the rows
+        appended.
+        """
+        files = VectorFiles(self._vector_directory(), model, dimensions)
+        try:
+            with files.locked(wait=wait) as held:
+                if not held:
+                    return 0
+                with transaction(conn, "DEFERRED"):
+                    index = conn.execute(q.VECTOR_INDEX, {"name": q.VECTOR_INDEX_NAME}).fetchone()
+                    version = -1 if index is None else index["version"]
                     header = files.header()
-                    current = header is not None and header.version == version
-                    if not (current and (mapped is not None or self._same_table(conn, files, header))):
-                        header = self._catch_up(conn, files, header, version)
-                    assert header is not None
-                    self._mapped_vectors = files.map(header)
-            except (OSError, ValueError) as exc:
-                raise StoreUnavailable(f"the vector files in {files.directory} cannot be used: {exc}") from exc
-            return self._mapped_vectors
+                    before = 0 if header is None else header.rows
+                    if header is not None and header.version == version and self._same_table(conn, files, header):
+                        return 0
+                    header = self._catch_up(conn, files, header, version)
+                    return max(0, header.rows - before)
+        except OSError as exc:
+            raise StoreUnavailable(f"the vector files in {files.directory} cannot be written: {exc}") from exc
+
+    async def maintain_vectors(self) -> int:
+        """Vector upkeep (see `MemoryStore`): catch the files up, then re-sort or reclaim when due."""
+        models = dict(self._file_models())
+        if self._vectors.model is not None and self._vectors.dimensions is not None:
+            models[self._vectors.model] = self._vectors.dimensions
+
+        def upkeep(conn: sqlite3.Connection) -> int:
+            done = 0
+            for model, dimensions in models.items():
+                files = VectorFiles(self._vector_directory(), model, dimensions)
+                done += self._files_caught_up(conn, model, dimensions, wait=True)
+                try:
+                    with files.locked(wait=True):
+                        header = files.header()
+                        if header is not None:
+                            done += files.lay_out(header)[1]
+                except OSError as exc:
+                    raise StoreUnavailable(f"the vector files in {files.directory} cannot be written: {exc}") from exc
+            return done
+
+        return await self._run(upkeep)
+
+    def _file_models(self) -> Iterator[tuple[str, int]]:
+        """The model and size of every model's files beside the database."""
+        directory = self._vector_directory()
+        for path in directory.glob("*.json") if directory.is_dir() else ():
+            try:
+                header = CacheHeader.model_validate_json(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            yield header.model, header.dimensions
 
     def _same_table(self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None) -> bool:
-        """Whether files at the table's version are this table's: the last pk and its vector agree.
+        """Whether the files hold this table's rows, whatever the table gained or lost since.
 
-        The version is bumped with every write, in the same transaction, so files caught up
-        to it hold the table's rows, unless they were written for another database file
-        that once had this name; its last vector tells. (Counting the rows would read a
-        million index entries, about a second.)
+        The files' last live row must be in the table with the same vector, or logged as
+        deleted from it; files with no live row must not be missing any of the table's
+        rows up to their last pk. Files written for another database that once had this
+        name fail (its vectors differ). Reads one row and the files' pks, never counts
+        the table (a count reads a million index entries, about a second).
         """
         if header is None:
             return False
-        last = conn.execute(q.EMBEDDING_LAST_PK, {"model": header.model}).fetchone()[0]
-        if last == 0 or last > header.max_pk:
-            return last == 0 and header.alive == 0
-        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": last, "model": header.model}).fetchone()
-        return row is not None and bytes(row[0]) == files.vector_of(header, last)
+        pk = files.last_live_pk(header)
+        if pk == 0:
+            return conn.execute(q.EMBEDDING_UP_TO, {"model": header.model, "pk": header.max_pk}).fetchone() is None
+        row = conn.execute(q.EMBEDDING_VECTOR, {"pk": pk, "model": header.model}).fetchone()
+        if row is None:
+            return conn.execute(q.DELETED_PK, {"pk": pk}).fetchone() is not None
+        return bytes(row[0]) == files.vector_of(header, pk)
 
     def _catch_up(
         self, conn: sqlite3.Connection, files: VectorFiles, header: CacheHeader | None, version: int
@@ -307,7 +433,7 @@ class SqliteVectors(SqliteBase):
 
     def _release_vectors(self) -> None:
         """Unmap the files (a closed store keeps no file open); remove a ``:memory:`` store's."""
-        self._mapped_vectors = None
+        self._vector_view = None
         if self._vector_scratch is not None:
             self._vector_scratch.cleanup()
             self._vector_scratch = None

@@ -172,6 +172,19 @@ def read_archived_messages(run: ArchivedRange) -> list[Message]:
     return messages
 
 
+async def _kept_bytes(store: MemoryStore) -> int | None:
+    """The store's size on disk less what upkeep reclaims (free pages, dead vector rows).
+
+    What an archived run frees becomes reclaimable at once (its pages are reused, its
+    vector rows are dropped by the ``vector_upkeep`` step that runs after this one), so
+    archiving stops as soon as the store will fit, not when the files have shrunk.
+    """
+    stats = await store.stats(None)
+    if stats.bytes_on_disk is None:
+        return None
+    return stats.bytes_on_disk - (stats.bytes_reclaimable or 0)
+
+
 async def archive_to_budget(store: MemoryStore, budget: StoreBudget, *, pause: Pause | None = None) -> int:
     """Archive the least recently updated threads, one at a time, until the store fits its budget.
 
@@ -182,7 +195,7 @@ async def archive_to_budget(store: MemoryStore, budget: StoreBudget, *, pause: P
         How many messages were archived.
     """
     archived = 0
-    size = (await store.stats(None)).bytes_on_disk
+    size = await _kept_bytes(store)
     if size is None or size <= budget.max_bytes:
         return 0
     threads = sorted(await threads_in_scope(store, None, None), key=lambda thread: thread.updated_at)
@@ -198,7 +211,7 @@ async def archive_to_budget(store: MemoryStore, budget: StoreBudget, *, pause: P
         budget.folder.mkdir(parents=True, exist_ok=True)
         await archive_run(store, snapshot, run, budget.folder / _file_name(thread, *run))
         archived += run[1] - run[0] + 1
-        size = (await store.stats(None)).bytes_on_disk
+        size = await _kept_bytes(store)
         if size is None or size <= budget.max_bytes:
             break
     return archived

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from palimpsest.graph_schema.backends import SQLITE_PREFIX
 from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.sqlite.footprint import measure
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.config import CompactionSettings
 from palimpsest.scheduler.maintenance import backlog_floor
@@ -58,7 +59,9 @@ class StoreStatus(BaseModel):
     kind: str
     uri: str
     exists: bool = Field(description="False for a SQLite file not created yet (status creates none).")
-    size_bytes: int | None = Field(description="Bytes on disk (SQLite file and journal); null where not cheap.")
+    size_bytes: int | None = Field(
+        description="Bytes on disk (SQLite file, journal and vector files); null where not cheap."
+    )
     threads: int = 0
     messages: int = 0
     archived_messages: int = Field(0, description="Messages moved to archive files (`palimpsest archive`).")
@@ -104,8 +107,8 @@ def sqlite_path(uri: str) -> Path | None:
 
 
 def sqlite_size(path: Path) -> int:
-    """Bytes of a SQLite database on disk: the file, its WAL and shared-memory journal."""
-    return sum(part.stat().st_size for part in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if part.exists())
+    """Bytes of a SQLite store on disk: the file, its journal and its vector files (`footprint`)."""
+    return measure(path).bytes_on_disk
 
 
 async def fill_from_store(status: Status, store: MemoryStore, compaction: CompactionSettings) -> None:

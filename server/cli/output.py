@@ -113,6 +113,10 @@ def stats_table(stats: StoreStats) -> Table:
     table.add_row("archive files", str(stats.archived_runs))
     if stats.bytes_on_disk is not None:
         table.add_row("size on disk", f"{stats.bytes_on_disk / 1_000_000:,.1f} MB")
+    if stats.bytes_reclaimable:
+        table.add_row("reclaimable", f"{stats.bytes_reclaimable / 1_000_000:,.1f} MB")
+    if stats.archive_bytes:
+        table.add_row("archives (apart)", f"{stats.archive_bytes / 1_000_000:,.1f} MB")
     return table
 
 

@@ -55,6 +55,9 @@ class Overview(BaseModel):
     tools: list[ToolMetric]
     last_cycles: list[MaintenanceCycle]
     store_kind: str
+    bytes_on_disk: int | None = Field(None, description="The whole store's files (shown when every partition is).")
+    bytes_reclaimable: int | None = None
+    archive_bytes: int | None = None
 
 
 class ThreadRow(BaseModel):
@@ -118,11 +121,16 @@ async def overview(runtime: Runtime, allowed: frozenset[str] | None) -> Overview
     else:
         names = sorted(allowed)
     rows = [PartitionRow(name=name, stats=await store.stats(name)) for name in names]
+    # The size is the store's, not a partition's: shown only to a caller who sees them all.
+    whole = await store.stats(None) if allowed is None else None
     return Overview(
         partitions=rows,
         tools=runtime.metrics.snapshot(),
         last_cycles=await store.recent_cycles(LAST_CYCLES),
         store_kind=store.kind,
+        bytes_on_disk=None if whole is None else whole.bytes_on_disk,
+        bytes_reclaimable=None if whole is None else whole.bytes_reclaimable,
+        archive_bytes=None if whole is None else whole.archive_bytes,
     )
 
 
