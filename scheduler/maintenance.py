@@ -79,7 +79,12 @@ class EvolutionStep:
 
 
 def evolution_steps(
-    store: MemoryStore, embedder: Embedder | None, budget: StoreBudget | None = None, *, facts: bool = True
+    store: MemoryStore,
+    embedder: Embedder | None,
+    budget: StoreBudget | None = None,
+    *,
+    facts: bool = True,
+    progress: Progress | None = None,
 ) -> list[EvolutionStep]:
     """The evolution tick's steps, in the order they run: facts first, then embeddings, then archiving.
 
@@ -88,11 +93,17 @@ def evolution_steps(
     Embedding last means the facts extracted this tick are embedded in the same tick.
     With a size ``budget`` (``PALIMPSEST_MAX_STORE_MB``), the oldest threads are
     archived until the store fits it. ``facts`` off (``PALIMPSEST_FACTS=off``) leaves the
-    fact step out, so no thread's facts are extracted.
+    fact step out, so no thread's facts are extracted. ``progress`` (the CLI's bars)
+    also hears the embedding backfill, as job ``embeddings``: nodes embedded of those missing.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
     if embedder is not None:
-        steps.append(EvolutionStep("embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause)))
+        embedded = None if progress is None else partial(progress, "embeddings")
+        steps.append(
+            EvolutionStep(
+                "embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause, progress=embedded)
+            )
+        )
     if budget is not None:
         steps.append(EvolutionStep("archived", lambda pause: archive_to_budget(store, budget, pause=pause)))
     return steps
