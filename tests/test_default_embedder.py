@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_ingest import line, write_jsonl
-from test_semantic import DISTRACTORS, P, QUERY, STORED, seed
+from test_semantic import DISTRACTORS, QUERY, STORED, P, seed
 from typer.testing import CliRunner
 
 from palimpsest.graph_schema.store import MemoryStore
