@@ -87,7 +87,7 @@ async def test_semantic_search_finds_a_paraphrase_text_search_misses(
     )
     assert [hit.id for hit in only_summaries.hits] == [summary_id]
     assert await grep_memories(store, QUERY, partition="windsurf", mode="semantic", embedder=minilm) == type(found)(
-        hits=[]
+        mode="semantic", hits=[]
     )
 
 
