@@ -17,7 +17,9 @@ config's epsilon, mean pooling over the attention mask and L2 normalisation.
 What makes it fast on a CPU (``bench/embedder.py`` measures it against
 sentence-transformers): texts are sorted by token count and batched so a batch pads
 little, every matrix product is float32, the three attention projections are one
-product, and weights are stored transposed and contiguous once at load.
+product (with attention's 1/sqrt(width) folded into the query's weights), weights are
+stored transposed and contiguous once at load, and the elementwise passes (GELU,
+softmax) run over cache-sized blocks, where they went twice as fast as over whole arrays.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ import numpy as np
 BATCH_TOKENS = 2048
 #: Sequences in one batch at most.
 MAX_BATCH = 64
+#: Rows of the feed-forward layer's activations run through GELU at a time (fits in cache).
+CACHE_ROWS = 32
+#: Attention score matrices (one head of one text) run through softmax at a time.
+CACHE_HEADS = 4
 
 # Abramowitz and Stegun 7.1.26: erf to within 1.5e-7, far below float32's resolution at
 # the model's activations; numpy has no vectorised erf and scipy is not a dependency.
@@ -50,9 +56,18 @@ _EXP_FLOOR = np.float32(-60.0)
 def gelu(x: np.ndarray) -> np.ndarray:
     """BERT's exact GELU, ``x * (1 + erf(x / sqrt 2)) / 2``, in place on ``x`` (float32).
 
-    Written with ``out=`` throughout: on a busy machine fresh temporaries of this size
-    (a batch's 2048 x 1536 floats) cost more in page faults than the arithmetic.
+    A dozen passes over the numbers: run over `CACHE_ROWS` rows at a time they stay in
+    the CPU's cache between passes (twice as fast as whole-array passes, measured on
+    a batch's 2048 x 1536), and ``out=`` throughout avoids fresh temporaries.
     """
+    if x.ndim == 2 and x.shape[0] > CACHE_ROWS:
+        for start in range(0, x.shape[0], CACHE_ROWS):
+            _gelu(x[start : start + CACHE_ROWS])
+        return x
+    return _gelu(x)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
     z = x * np.float32(1 / math.sqrt(2))
     np.abs(z, out=z)
     np.minimum(z, _ERF_SATURATED, out=z)
@@ -83,6 +98,14 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     x *= weight
     x += bias
     return x
+
+
+def _softmax_numerator(scores: np.ndarray) -> np.ndarray:
+    """``exp(scores - max)`` in place, row by row; returns the rows' sums, for the caller to divide by."""
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.maximum(scores, _EXP_FLOOR, out=scores)
+    np.exp(scores, out=scores)
+    return scores.sum(axis=-1, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -126,7 +149,8 @@ class MiniLM:
             raise ValueError(f"{directory} does not pool by mean")
         #: Tokens read per text, [CLS] and [SEP] included; longer texts are cut, as sentence-transformers does.
         self.max_tokens = int(json.loads((directory / "sentence_bert_config.json").read_text())["max_seq_length"])
-        self.heads = int(config["num_attention_heads"])
+        self.heads = heads = int(config["num_attention_heads"])
+        hidden_size = int(config["hidden_size"])
         self.eps = float(config["layer_norm_eps"])
         self.dimensions = int(config["hidden_size"])
 
@@ -156,6 +180,10 @@ class MiniLM:
         for index in range(int(config["num_hidden_layers"])):
             base = f"encoder.layer.{index}."
             projections = [linear(base + f"attention.self.{part}") for part in ("query", "key", "value")]
+            # Attention scales query . key by 1/sqrt(head width): folded into the query's
+            # weights once here instead of a pass over every batch's scores.
+            scale = np.float32(1 / math.sqrt(hidden_size // heads))
+            projections[0] = (projections[0][0] * scale, projections[0][1] * scale)
             attention_out, attention_out_bias = linear(base + "attention.output.dense")
             intermediate, intermediate_bias = linear(base + "intermediate.dense")
             output, output_bias = linear(base + "output.dense")
@@ -216,10 +244,11 @@ class MiniLM:
         hidden += self.position_embeddings[:length]
         hidden += self.token_type
         x = _layer_norm(hidden.reshape(batch * length, -1), *self.embedding_norm, self.eps)
-        # Padding gets a large negative score, so softmax gives it (almost exactly) zero weight.
+        # Padding gets a large negative score, so softmax gives it (almost exactly) zero
+        # weight; a batch of texts of one length has none to add.
+        padded = bool((mask == 0).any())
         bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         heads, width = self.heads, self.dimensions // self.heads
-        scale = np.float32(1 / math.sqrt(width))
         for layer in self.layers:
             qkv = x @ layer.qkv
             qkv += layer.qkv_bias
@@ -229,13 +258,17 @@ class MiniLM:
             key_t = np.ascontiguousarray(qkv[1].transpose(0, 1, 3, 2))
             value = np.ascontiguousarray(qkv[2])
             scores = query @ key_t
-            scores *= scale
-            scores += bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.maximum(scores, _EXP_FLOOR, out=scores)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch * length, self.dimensions)
+            if padded:
+                scores += bias
+            # Softmax a few heads at a time, while they are in cache; its division comes
+            # after the product with the values, over (length x width) numbers, not (length x length).
+            flat = scores.reshape(batch * heads, length, length)
+            sums = np.empty((batch * heads, length, 1), dtype=np.float32)
+            for start in range(0, batch * heads, CACHE_HEADS):
+                sums[start : start + CACHE_HEADS] = _softmax_numerator(flat[start : start + CACHE_HEADS])
+            context = scores @ value
+            context /= sums.reshape(batch, heads, length, 1)
+            context = context.transpose(0, 2, 1, 3).reshape(batch * length, self.dimensions)
             attended = context @ layer.attention_out
             attended += layer.attention_out_bias
             attended += x
