@@ -19,7 +19,7 @@ from test_semantic import DISTRACTORS, QUERY, STORED, P, seed
 from typer.testing import CliRunner
 
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import BuiltinEmbedder, make_embedder
+from palimpsest.scheduler.embedders import BuiltinEmbedder, EmbeddingFailed, OpenAIEmbedder, make_embedder
 from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
 from palimpsest.scheduler.summarizers import make_summarizer
 from palimpsest.server.cli.main import app
@@ -106,3 +106,13 @@ def test_cli_default_path_maintain_backfills_and_grep_reports_its_mode(
     assert [(hit["source_id"], hit["snippet"]) for hit in result["hits"]] == [("m2", STORED)]
     plain = runner.invoke(app, ["grep", QUERY], env=env)
     assert "mode: hybrid" in plain.stderr
+
+
+async def test_a_failing_embedder_leaves_searches_without_a_mode_on_text(store: MemoryStore) -> None:
+    ids = await seed(store)
+    down = OpenAIEmbedder("text-embedding-3-small", "http://127.0.0.1:9/v1", max_retries=0)
+    found = await grep_memories(store, "linter before committing", partition=P, embedder=down)
+    assert found.mode == "text"
+    assert [hit.id for hit in found.hits] == [ids[3]]
+    with pytest.raises(EmbeddingFailed):
+        await grep_memories(store, "linter before committing", partition=P, mode="hybrid", embedder=down)

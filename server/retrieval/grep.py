@@ -12,8 +12,11 @@ hung server. When the pattern holds a whole word that every match must contain, 
 full-text index narrows the candidates first; otherwise the partition is scanned page by
 page up to a cap.
 
-Without a mode, a search is hybrid when it can be and text otherwise (`AUTO_MODE`), and
-every result says which mode ran.
+Without a mode, a search is hybrid when the server has an embedder and the searched
+nodes have vectors of its model, and text otherwise, and every result says which mode
+ran. A store still being embedded (a new install over an old store, a backfill under
+way) answers by text until its first vectors arrive, and an embedder that fails (logged)
+answers by text too: a search that asked for no mode never fails for want of meaning.
 
 Every hit says which summaries cover it (``covered_by``, lowest level first), so an agent
 can go from a phrase to the summary that folded it and expand it back.
@@ -22,6 +25,7 @@ can go from a phrase to the summary that folded it and expand it back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +44,8 @@ from palimpsest.server.retrieval.hybrid import NO_EMBEDDER as HYBRID_NO_EMBEDDER
 from palimpsest.server.retrieval.hybrid import hybrid_or_text, hybrid_search, text_query
 
 GrepMode = Literal["text", "regex", "semantic", "hybrid"]
+
+logger = logging.getLogger(__name__)
 
 #: Longest query or pattern accepted.
 MAX_QUERY_CHARS = 2000
@@ -65,12 +71,6 @@ NO_EMBEDDER = (
     "semantic search needs an embedder, and this server runs with PALIMPSEST_EMBEDDER=none: unset it (the "
     "built-in all-MiniLM-L6-v2 is the default) or set openai:MODEL, and restart the server"
 )
-#: What a search without a mode does: hybrid when the server has an embedder and the
-#: searched nodes have vectors of its model, else text. A store still being embedded
-#: (a new install over an old store, a backfill under way) answers by text until its
-#: first vectors arrive, and an embedder that fails answers by text too: a search
-#: that asked for no mode never fails for want of meaning.
-AUTO_MODE = "hybrid when vectors exist, else text"
 
 # Words full-text analyzers may drop as stop words: never used as a prefilter.
 _STOP_WORDS = frozenset("and are but for into not such that the their then there these they this was will with".split())
@@ -121,7 +121,7 @@ async def grep_memories(
         store: The store to search.
         query: Words (text mode) or a ``regex``-package pattern (regex mode).
         partition: The partition to search; ``None`` crosses partitions explicitly.
-        mode: None (`AUTO_MODE`): hybrid when vectors exist, else text; ``text``
+        mode: None: hybrid when vectors exist, else text (see the module docstring); ``text``
             for the full-text index, ``regex`` for a pattern, ``semantic``
             for the nodes nearest the query's meaning (needs ``embedder``), ``hybrid``
             for both fused and re-ranked by context (`palimpsest.server.retrieval.hybrid`; needs
@@ -168,8 +168,8 @@ async def grep_memories(
                 store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
                 until=until, limit=limit,
             )  # fmt: skip
-        except (EmbeddingFailed, Conflict):
-            pass  # no meaning to be had: the text search below answers
+        except (EmbeddingFailed, Conflict) as exc:
+            logger.warning("searching by text only: %s", exc)  # no meaning to be had: text answers
         else:
             return GrepResult(mode=ran, hits=await _with_coverage(store, [_hit(hit) for hit in found]))
     if mode == "hybrid":
