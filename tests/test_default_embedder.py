@@ -106,6 +106,10 @@ def test_cli_default_path_maintain_backfills_and_grep_reports_its_mode(
     assert [(hit["source_id"], hit["snippet"]) for hit in result["hits"]] == [("m2", STORED)]
     plain = runner.invoke(app, ["grep", QUERY], env=env)
     assert "mode: hybrid" in plain.stderr
+    recalled = runner.invoke(app, ["recall", QUERY, "--json"], env=env)
+    assert recalled.exit_code == 0, recalled.output
+    assert json.loads(recalled.stdout)["mode"] == "hybrid"
+    assert "mode: hybrid" in runner.invoke(app, ["recall", QUERY], env=env).stderr
 
 
 async def test_a_failing_embedder_leaves_searches_without_a_mode_on_text(store: MemoryStore) -> None:

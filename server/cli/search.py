@@ -183,6 +183,7 @@ def recall(
         output.print_json(result)
     else:
         output.stdout_console().print(output.recall_table(result))
+        typer.echo(f"mode: {result.mode}", err=True)
 
 
 def context(
