@@ -15,8 +15,9 @@ $(PY):
 	@$(PYTHON) -m venv $(VENV) >&2
 	@$(PY) -m pip install --quiet --upgrade pip >&2
 
-# Serving needs the package alone; the tests also need the local embedding model
-# (the `semantic` extra pulls PyTorch, which serving with `openai:` or no embedder does not).
+# Serving needs the package alone (its built-in embedder needs no PyTorch); the tests also
+# install the `semantic` extra (sentence-transformers, PyTorch) to check the built-in
+# embedder's vectors against it.
 $(VENV)/.serve: pyproject.toml | $(PY)
 	@echo "installing palimpsest into $(VENV)..." >&2
 	@$(PY) -m pip install --quiet -e . >&2

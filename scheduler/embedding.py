@@ -28,6 +28,8 @@ EMBED_BATCH = 256
 MAX_PENDING = 100_000
 #: Seconds a stopping queue keeps embedding what is pending before it gives up.
 STOP_GRACE_SECONDS = 5.0
+#: Nodes listed at a time while counting what a backfill has to do.
+COUNT_PAGE = 4096
 
 ALL_KINDS: tuple[SearchKind, ...] = ("message", "summary", "fact")
 
@@ -90,12 +92,16 @@ async def backfill_embeddings(
     batch: int = EMBED_BATCH,
     partition: str | None = None,
     pause: Pause | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Embed every node of the store (or one partition) that has no vector of this model.
 
     The evolution step of the maintenance loop: it walks the store by id once (a
     cursor, never a rescan), one batch per model call and transaction, awaiting
     ``pause`` between batches. Run it twice and the second run embeds nothing.
+    With ``progress`` (``palimpsest maintain --once``'s bar), it first counts what is
+    missing (one more walk, ids only kept) and then reports (written, total) after
+    each batch; a node appended meanwhile can carry ``written`` past that total.
 
     Returns:
         How many vectors were written.
@@ -104,14 +110,28 @@ async def backfill_embeddings(
         EmbeddingFailed: if the embedder fails; batches before it stay written.
     """
     await ensure_vectors(store, embedder)
+    total = await _count_missing(store, partition) if progress is not None else 0
+    if progress is not None:
+        progress(0, total)
     written = 0
     cursor: str | None = None
     while todo := await store.missing_embeddings(partition, ALL_KINDS, batch, after=cursor):
         written += await _embed(store, embedder, todo)
         cursor = todo[-1].id
+        if progress is not None:
+            progress(written, max(total, written))
         if pause is not None:
             await pause()
     return written
+
+
+async def _count_missing(store: MemoryStore, partition: str | None) -> int:
+    count = 0
+    cursor: str | None = None
+    while page := await store.missing_embeddings(partition, ALL_KINDS, COUNT_PAGE, after=cursor):
+        count += len(page)
+        cursor = page[-1].id
+    return count
 
 
 class EmbeddingQueue:

@@ -97,7 +97,12 @@ class EvolutionStep:
 
 
 def evolution_steps(
-    store: MemoryStore, embedder: Embedder | None, budget: StoreBudget | None = None, *, facts: bool = True
+    store: MemoryStore,
+    embedder: Embedder | None,
+    budget: StoreBudget | None = None,
+    *,
+    facts: bool = True,
+    progress: Progress | None = None,
 ) -> list[EvolutionStep]:
     """The evolution tick's steps, in the order they run: facts, embeddings, archiving, vector upkeep.
 
@@ -106,13 +111,20 @@ def evolution_steps(
     Embedding last means the facts extracted this tick are embedded in the same tick.
     With a size ``budget`` (``PALIMPSEST_MAX_STORE_MB``), the oldest threads are
     archived until the store fits it. ``facts`` off (``PALIMPSEST_FACTS=off``) leaves the
-    fact step out, so no thread's facts are extracted. Vector upkeep runs last, so the
+    fact step out, so no thread's facts are extracted. ``progress`` (the CLI's bars)
+    also hears the embedding backfill, as job ``embeddings``: nodes embedded of those missing.
+    Vector upkeep runs last, so the
     vectors written and the runs archived this tick are laid out and reclaimed in it,
     under the evolution lease rather than inside a search.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
     if embedder is not None:
-        steps.append(EvolutionStep("embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause)))
+        embedded = None if progress is None else partial(progress, "embeddings")
+        steps.append(
+            EvolutionStep(
+                "embeddings", lambda pause: backfill_embeddings(store, embedder, pause=pause, progress=embedded)
+            )
+        )
     if budget is not None:
         steps.append(EvolutionStep("archived", lambda pause: archive_to_budget(store, budget, pause=pause)))
     steps.append(EvolutionStep("vector_upkeep", lambda pause: store.maintain_vectors()))

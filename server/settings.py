@@ -62,7 +62,11 @@ class Settings(BaseSettings, StoreSettings):
     )
     summary_model: str | None = Field(None, description="Model for LLM summaries; unset means deterministic.")
     summary_timeout: float = Field(60.0, gt=0, description="Seconds before an LLM summary call is abandoned.")
-    embedder: str = Field("none", description="`none`, `sentence-transformers:MODEL_OR_PATH` or `openai:MODEL`.")
+    embedder: str = Field(
+        "builtin:all-MiniLM-L6-v2",
+        description="`builtin:all-MiniLM-L6-v2` (the packaged model, no PyTorch), `none`, "
+        "`sentence-transformers:MODEL_OR_PATH` or `openai:MODEL`.",
+    )
     max_store_mb: int | None = Field(
         None,
         ge=1,

@@ -102,11 +102,15 @@ def no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
     A developer's ``OPENAI_*`` variables are dropped and the default endpoint points at a
     closed loopback port; tests that exercise the LLM or embeddings path start a local
-    endpoint and pass its URL explicitly. Hugging Face's hub is switched off too.
+    endpoint and pass its URL explicitly. Hugging Face's hub is switched off too, and
+    the embedder is none unless a test sets one.
     """
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("PALIMPSEST_SUMMARY_MODEL", raising=False)
-    monkeypatch.delenv("PALIMPSEST_EMBEDDER", raising=False)
+    # The default embedder is the built-in model: every test that does not ask for one
+    # runs without, so the suite does not embed each store it fills; tests of the
+    # default itself (test_default_embedder.py) unset this.
+    monkeypatch.setenv("PALIMPSEST_EMBEDDER", "none")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

@@ -103,8 +103,10 @@ async def test_tools_have_output_schemas_bounds_and_hints(tmp_path: Path) -> Non
         assert tools[name].annotations.read_only_hint is (name in READERS), name
     limit = tools["grep_memories"].input_schema["properties"]["limit"]
     assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 200, 20)
-    assert tools["grep_memories"].input_schema["properties"]["mode"]["enum"] == ["text", "regex", "semantic", "hybrid"]
-    assert set(tools["grep_memories"].output_schema["properties"]) >= {"hits"}
+    mode = tools["grep_memories"].input_schema["properties"]["mode"]
+    assert mode["default"] is None  # no mode: hybrid once vectors exist, else text
+    assert [choice.get("enum") for choice in mode["anyOf"]] == [["text", "regex", "semantic", "hybrid"], None]
+    assert set(tools["grep_memories"].output_schema["properties"]) >= {"hits", "mode"}
     assert templates == {"palimpsest://summaries/{summary_id}", "palimpsest://threads/{thread_id}/dag"}
 
 

@@ -21,6 +21,8 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from palimpsest.scheduler import model_files
+
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("graph_schema", "scheduler", "server")
 #: Which layers each layer may import: dependencies point one way.
@@ -50,6 +52,8 @@ def test_the_wheel_holds_one_top_level_package_with_its_data(wheel: Path) -> Non
     for data in ("palimpsest/graph_schema/sqlite/schema.sql", "palimpsest/graph_schema/neo4j/schema.cypher"):
         assert data in names
     assert "palimpsest/server/cli/main.py" in names and "palimpsest/server/mcp/tools.py" in names
+    # The built-in embedder's weights, which setup.py copies in at build time.
+    assert {f"palimpsest/scheduler/minilm_model/{name}" for name in model_files.FILES} <= set(names)
 
 
 @pytest.mark.slow

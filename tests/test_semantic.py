@@ -87,7 +87,7 @@ async def test_semantic_search_finds_a_paraphrase_text_search_misses(
     )
     assert [hit.id for hit in only_summaries.hits] == [summary_id]
     assert await grep_memories(store, QUERY, partition="windsurf", mode="semantic", embedder=minilm) == type(found)(
-        hits=[]
+        mode="semantic", hits=[]
     )
 
 
@@ -118,7 +118,7 @@ async def test_backfill_pauses_between_batches(store: MemoryStore, minilm: Sente
 
 async def test_semantic_mode_without_an_embedder_says_how_to_configure_one(store: MemoryStore) -> None:
     await seed(store)
-    with pytest.raises(InvalidInput, match="PALIMPSEST_EMBEDDER=sentence-transformers:all-MiniLM-L6-v2"):
+    with pytest.raises(InvalidInput, match="PALIMPSEST_EMBEDDER=none: unset it"):
         await grep_memories(store, QUERY, partition=P, mode="semantic")
 
 

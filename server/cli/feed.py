@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -95,7 +97,13 @@ def ingest(
             )
         if embedder is not None:
             written = sorted({name for item in report.files for name in item.partitions})
-            embedded = sum([await backfill_embeddings(opened, embedder, partition=name) for name in written])
+            embedded = 0
+            # The built-in embedder is on by default: a large history takes minutes to embed, so it gets a bar.
+            with output.maintenance_progress() if not json and sys.stderr.isatty() else nullcontext() as bar:
+                bars = output.job_bars(bar) if bar is not None else None
+                for name in written:
+                    tick = partial(bars, f"embedding {name}") if bars is not None else None
+                    embedded += await backfill_embeddings(opened, embedder, partition=name, progress=tick)
             typer.echo(f"embedded {embedded} nodes for semantic search ({embedder.name})", err=True)
         return report
 

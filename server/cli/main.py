@@ -245,7 +245,7 @@ def maintain(
     Example: palimpsest maintain --once --store sqlite:///memory.db
     """
     from palimpsest.scheduler.embedders import make_embedder
-    from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
+    from palimpsest.scheduler.maintenance import Maintenance, Progress, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
     from palimpsest.server.cli import output
 
@@ -257,18 +257,23 @@ def maintain(
     show_bar = not json and sys.stderr.isatty()
 
     async def work(opened: MemoryStore) -> dict[str, MaintenanceCycle | None]:
-        maintenance = Maintenance(
-            opened,
-            settings.maintenance,
-            make_summarizer(settings.llm),
-            steps=evolution_steps(
-                opened, make_embedder(settings.embedder, settings.llm), settings.store_budget, facts=settings.facts
-            ),
-        )
+        def maintenance(progress: Progress | None) -> Maintenance:
+            steps = evolution_steps(
+                opened,
+                make_embedder(settings.embedder, settings.llm),
+                settings.store_budget,
+                facts=settings.facts,
+                progress=progress,
+            )
+            return Maintenance(opened, settings.maintenance, make_summarizer(settings.llm), steps=steps)
+
         if not show_bar:
-            return await maintenance.run_once()
+            return await maintenance(None).run_once()
         with output.maintenance_progress() as bar:
-            return await maintenance.run_once(output.job_bars(bar))
+            # The embedding backfill gets its own bar: on a store embedded for the first
+            # time it is the long part (nodes embedded of those missing).
+            bars = output.job_bars(bar)
+            return await maintenance(bars).run_once(bars)
 
     cycles = run_command(lambda: on_store(settings, work))
     if json:

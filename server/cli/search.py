@@ -55,14 +55,14 @@ class KgActionChoice(StrEnum):
 def grep(
     query: Annotated[str, typer.Argument(help="Words to look for.")],
     mode: Annotated[
-        GrepMode,
+        GrepMode | None,
         typer.Option(
             "--mode",
-            help="text: words, ranked; regex: a pattern, in thread order; "
-            "semantic: nearest in meaning (needs PALIMPSEST_EMBEDDER); "
-            "hybrid: words and meaning fused, the best ranking (needs PALIMPSEST_EMBEDDER).",
+            help="unset: hybrid once vectors exist, else text; text: words, ranked; regex: a pattern, in "
+            "thread order; semantic: nearest in meaning; hybrid: words and meaning fused, the best ranking "
+            "(these two refuse with PALIMPSEST_EMBEDDER=none).",
         ),
-    ] = GrepMode.text,
+    ] = None,
     thread: Annotated[str | None, typer.Option("--thread", metavar="ID", help="Search one thread only.")] = None,
     partition: PartitionOption = None,
     all_partitions: AllPartitionsOption = False,
@@ -83,10 +83,18 @@ def grep(
 
     async def work(opened: MemoryStore) -> GrepResult:
         embedder = (
-            make_embedder(settings.embedder, settings.llm) if mode in (GrepMode.semantic, GrepMode.hybrid) else None
+            make_embedder(settings.embedder, settings.llm)
+            if mode in (None, GrepMode.semantic, GrepMode.hybrid)
+            else None
         )
         return await grep_memories(
-            opened, query, partition=scope, mode=mode.value, thread_id=thread, limit=limit, embedder=embedder
+            opened,
+            query,
+            partition=scope,
+            mode=None if mode is None else mode.value,
+            thread_id=thread,
+            limit=limit,
+            embedder=embedder,
         )
 
     result = run_command(lambda: on_store(settings, work))
@@ -94,6 +102,8 @@ def grep(
         output.print_json(result)
         return
     output.stdout_console().print(output.hits_table(result.hits))
+    if mode is None:
+        typer.echo(f"mode: {result.mode}", err=True)
     if result.truncated:
         typer.echo("note: the regex scan stopped at its cap; narrow it with --thread", err=True)
 
@@ -156,8 +166,16 @@ def recall(
     target = home_partition(settings)
 
     async def work(opened: MemoryStore) -> RecallResult:
+        from palimpsest.scheduler.embedders import make_embedder
+
         return await retrieval.recall.recall(
-            opened, query, partition=target, project=project, limit=limit, include_superseded=include_superseded
+            opened,
+            query,
+            partition=target,
+            project=project,
+            limit=limit,
+            include_superseded=include_superseded,
+            embedder=make_embedder(settings.embedder, settings.llm),
         )
 
     result = run_command(lambda: on_store(settings, work))
@@ -165,6 +183,7 @@ def recall(
         output.print_json(result)
     else:
         output.stdout_console().print(output.recall_table(result))
+        typer.echo(f"mode: {result.mode}", err=True)
 
 
 def context(

@@ -210,12 +210,13 @@ async def grep_memories(
     query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="Words, or a regex.")],
     ctx: Context,
     mode: Annotated[
-        GrepMode,
+        GrepMode | None,
         Field(
-            description="text: full-text words; regex: a regular expression; semantic: nearest in meaning; "
+            description="Omit for the best available: hybrid once vectors exist, else text (the result's mode "
+            "says which ran). text: full-text words; regex: a regular expression; semantic: nearest in meaning; "
             "hybrid: words and meaning fused and re-ranked, the best for a question."
         ),
-    ] = "text",
+    ] = None,
     thread_id: Annotated[Name | None, Field(description="Only this thread.")] = None,
     kinds: Annotated[
         list[SearchKind] | None,
@@ -228,7 +229,8 @@ async def grep_memories(
 ) -> GrepResult:
     """Search stored messages and summaries by words, by regular expression or by meaning.
 
-    Semantic and hybrid modes need the server started with an embedder (PALIMPSEST_EMBEDDER).
+    Without a mode it is hybrid when the messages have vectors (the default embedder makes them in the
+    background) and text until then; semantic and hybrid modes refuse when PALIMPSEST_EMBEDDER is none.
     Each hit carries covered_by: the summaries that fold it, lowest level first, so
     expand_summary on one of them shows the hit in its original context.
     """
@@ -414,7 +416,13 @@ async def recall(
     with domain_errors():
         where = _partition(ctx, partition)
         return await retrieval.recall.recall(
-            runtime.store, query, partition=where, project=project, limit=limit, include_superseded=include_superseded
+            runtime.store,
+            query,
+            partition=where,
+            project=project,
+            limit=limit,
+            include_superseded=include_superseded,
+            embedder=runtime.embedder,
         )
 
 
@@ -448,13 +456,15 @@ async def assemble_context(
     (current ones), recall (with a query), recent (the newest messages verbatim, filled first).
     Nothing is cut: what does not fit is left out whole and listed in pruned.
     """
+    runtime = _runtime(ctx)
     with domain_errors():
         return await retrieval.context.assemble_context(
-            _runtime(ctx).store,
+            runtime.store,
             thread_id,
             partition=_partition(ctx, partition),
             budget_tokens=budget_tokens,
             query=query,
+            embedder=runtime.embedder,
         )
 
 

@@ -58,6 +58,7 @@ from palimpsest.graph_schema.prepare import page_end
 from palimpsest.graph_schema.store import MemoryStore
 
 if TYPE_CHECKING:  # recall (and the search stack under it) loads only when a query asks for it
+    from palimpsest.scheduler.embedders import Embedder
     from palimpsest.server.retrieval.recall import RecallResult
 
 #: The budget an agent gets when it names none.
@@ -275,6 +276,7 @@ async def assemble_context(
     partition: str,
     budget_tokens: int = DEFAULT_BUDGET,
     query: str | None = None,
+    embedder: Embedder | None = None,
 ) -> AssembledContext:
     """Assemble what an agent needs of a thread, within ``budget_tokens``, as one timeline text.
 
@@ -290,6 +292,7 @@ async def assemble_context(
         partition: The partition the thread lives in; recall searches all of it.
         budget_tokens: Most estimated tokens the text may take, headings included.
         query: What the agent is working on; adds a ``recall`` section about it.
+        embedder: Makes that recall hybrid where vectors exist (None: text).
 
     Returns:
         The text, its sections with their tokens and ids, what was shortened and what
@@ -319,7 +322,7 @@ async def assemble_context(
     if query is not None:
         from palimpsest.server.retrieval.recall import recall
 
-        recalled = await recall(store, query, partition=partition, limit=RECALL_LIMIT)
+        recalled = await recall(store, query, partition=partition, limit=RECALL_LIMIT, embedder=embedder)
     fact_candidates = [
         _fact_candidate(fact) for fact in sorted(facts, key=lambda f: (f.created_at, f.id), reverse=True)
     ]

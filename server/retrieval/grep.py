@@ -12,6 +12,12 @@ hung server. When the pattern holds a whole word that every match must contain, 
 full-text index narrows the candidates first; otherwise the partition is scanned page by
 page up to a cap.
 
+Without a mode, a search is hybrid when the server has an embedder and the searched
+nodes have vectors of its model, and text otherwise, and every result says which mode
+ran. A store still being embedded (a new install over an old store, a backfill under
+way) answers by text until its first vectors arrive, and an embedder that fails (logged)
+answers by text too: a search that asked for no mode never fails for want of meaning.
+
 Every hit says which summaries cover it (``covered_by``, lowest level first), so an agent
 can go from a phrase to the summary that folded it and expand it back.
 """
@@ -19,6 +25,7 @@ can go from a phrase to the summary that folded it and expand it back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -28,15 +35,17 @@ from typing import Literal
 import regex
 from pydantic import BaseModel, Field
 
-from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.errors import Conflict, InvalidInput
 from palimpsest.graph_schema.models import Message, Role, SearchHit, SearchKind, Summary, UtcDatetime
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import Embedder
+from palimpsest.scheduler.embedders import Embedder, EmbeddingFailed
 from palimpsest.scheduler.embedding import query_vector
 from palimpsest.server.retrieval.hybrid import NO_EMBEDDER as HYBRID_NO_EMBEDDER
-from palimpsest.server.retrieval.hybrid import hybrid_search, text_query
+from palimpsest.server.retrieval.hybrid import hybrid_or_text, hybrid_search, text_query
 
 GrepMode = Literal["text", "regex", "semantic", "hybrid"]
+
+logger = logging.getLogger(__name__)
 
 #: Longest query or pattern accepted.
 MAX_QUERY_CHARS = 2000
@@ -59,8 +68,8 @@ SNIPPET_MATCH = 200
 
 #: Why semantic mode cannot run, and how to make it.
 NO_EMBEDDER = (
-    "semantic search needs an embedder: set PALIMPSEST_EMBEDDER=sentence-transformers:all-MiniLM-L6-v2 "
-    "(a local model, offline) or openai:MODEL, and restart the server"
+    "semantic search needs an embedder, and this server runs with PALIMPSEST_EMBEDDER=none: unset it (the "
+    "built-in all-MiniLM-L6-v2 is the default) or set openai:MODEL, and restart the server"
 )
 
 # Words full-text analyzers may drop as stop words: never used as a prefilter.
@@ -88,6 +97,7 @@ class GrepHit(BaseModel):
 class GrepResult(BaseModel):
     """The hits of one search, best first (text) or in thread order (regex)."""
 
+    mode: GrepMode = Field(description="The mode that ran: the one asked for, or, asked for none, hybrid or text.")
     hits: list[GrepHit]
     truncated: bool = Field(False, description="A regex scan stopped at its cap before reading the whole partition.")
 
@@ -97,7 +107,7 @@ async def grep_memories(
     query: str,
     *,
     partition: str | None,
-    mode: GrepMode = "text",
+    mode: GrepMode | None = None,
     thread_id: str | None = None,
     kinds: Sequence[SearchKind] = ("message", "summary"),
     since: datetime | None = None,
@@ -111,7 +121,8 @@ async def grep_memories(
         store: The store to search.
         query: Words (text mode) or a ``regex``-package pattern (regex mode).
         partition: The partition to search; ``None`` crosses partitions explicitly.
-        mode: ``text`` for the full-text index, ``regex`` for a pattern, ``semantic``
+        mode: None: hybrid when vectors exist, else text (see the module docstring); ``text``
+            for the full-text index, ``regex`` for a pattern, ``semantic``
             for the nodes nearest the query's meaning (needs ``embedder``), ``hybrid``
             for both fused and re-ranked by context (`palimpsest.server.retrieval.hybrid`; needs
             ``embedder`` too, and without one refuses with InvalidInput rather than
@@ -150,7 +161,17 @@ async def grep_memories(
         found = await store.vector_search(
             vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
         )
-        return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+        return GrepResult(mode="semantic", hits=await _with_coverage(store, [_hit(hit) for hit in found]))
+    if mode is None and embedder is not None:
+        try:
+            found, ran = await hybrid_or_text(
+                store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
+                until=until, limit=limit,
+            )  # fmt: skip
+        except (EmbeddingFailed, Conflict) as exc:
+            logger.warning("searching by text only: %s", exc)  # no meaning to be had: text answers
+        else:
+            return GrepResult(mode=ran, hits=await _with_coverage(store, [_hit(hit) for hit in found]))
     if mode == "hybrid":
         if embedder is None:
             raise InvalidInput(HYBRID_NO_EMBEDDER)
@@ -158,12 +179,12 @@ async def grep_memories(
             store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
             until=until, limit=limit,
         )  # fmt: skip
-        return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+        return GrepResult(mode="hybrid", hits=await _with_coverage(store, [_hit(hit) for hit in found]))
     found = await store.search_text(
         text_query(query), partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until,
         limit=limit,
     )  # fmt: skip
-    return GrepResult(hits=await _with_coverage(store, [_hit(found_hit) for found_hit in found]))
+    return GrepResult(mode="text", hits=await _with_coverage(store, [_hit(hit) for hit in found]))
 
 
 def _hit(found: SearchHit) -> GrepHit:
@@ -220,7 +241,7 @@ async def _grep_regex(
     pattern = compile_pattern(pattern_text)
     searched = tuple(kind for kind in kinds if kind in ("message", "summary"))
     if not searched:
-        return GrepResult(hits=[])
+        return GrepResult(mode="regex", hits=[])
     deadline = time.monotonic() + REGEX_TOTAL_BUDGET
     hits: list[GrepHit] = []
     read = 0
@@ -235,10 +256,10 @@ async def _grep_regex(
             if span is not None:
                 hits.append(_regex_hit(candidate, span))
                 if len(hits) >= limit:
-                    return GrepResult(hits=await _with_coverage(store, hits), truncated=False)
+                    return GrepResult(mode="regex", hits=await _with_coverage(store, hits), truncated=False)
         if truncated:
             break
-    return GrepResult(hits=await _with_coverage(store, hits), truncated=truncated)
+    return GrepResult(mode="regex", hits=await _with_coverage(store, hits), truncated=truncated)
 
 
 def _match_all(pattern: regex.Pattern[str], texts: list[str], deadline: float) -> list[tuple[int, int] | None]:

@@ -97,7 +97,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from palimpsest.graph_schema import identity
 from palimpsest.graph_schema.models import MessageRef, SearchHit, SearchKind, VectorCandidates
@@ -136,9 +136,9 @@ DEFAULT_WEIGHTS = FusionWeights()
 #: Why hybrid mode cannot run, and how to make it. Hybrid refuses rather than silently
 #: answering as text mode would: a caller that asked for meaning should know it got words.
 NO_EMBEDDER = (
-    "hybrid search needs an embedder (it fuses text and semantic search): set "
-    "PALIMPSEST_EMBEDDER=sentence-transformers:all-MiniLM-L6-v2 (a local model, offline) or "
-    "openai:MODEL and restart the server, or search with mode text"
+    "hybrid search needs an embedder (it fuses text and semantic search), and this server runs with "
+    "PALIMPSEST_EMBEDDER=none: unset it (the built-in all-MiniLM-L6-v2 is the default) or set openai:MODEL "
+    "and restart the server, or search with mode text"
 )
 #: A metadata value longer than this is a description, not a name: never matched.
 METADATA_VALUE_MAX_CHARS = 64
@@ -340,6 +340,44 @@ async def hybrid_search(
         EmbeddingFailed: if the embedder cannot embed the query.
         Conflict: if the store holds vectors of another size than the embedder's.
     """
+    hits, _ = await _search(store, embedder, query, partition, thread_id, kinds, since, until, limit, weights)
+    return hits
+
+
+async def hybrid_or_text(
+    store: MemoryStore,
+    embedder: Embedder,
+    query: str,
+    *,
+    partition: str | None,
+    thread_id: str | None = None,
+    kinds: Sequence[SearchKind] = ("message", "summary"),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 20,
+) -> tuple[list[SearchHit], Literal["hybrid", "text"]]:
+    """`hybrid_search` when the vector index finds anything in scope, else the text index's ranking.
+
+    What a search without a mode runs: a store whose nodes have no vector of this model
+    yet (a backfill not started or under way) gets text mode's ranking, never a fusion
+    of the text list with nothing, and the caller is told which ran. Arguments and
+    errors are `hybrid_search`'s.
+    """
+    return await _search(store, embedder, query, partition, thread_id, kinds, since, until, limit, DEFAULT_WEIGHTS)
+
+
+async def _search(
+    store: MemoryStore,
+    embedder: Embedder,
+    query: str,
+    partition: str | None,
+    thread_id: str | None,
+    kinds: Sequence[SearchKind],
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    weights: FusionWeights,
+) -> tuple[list[SearchHit], Literal["hybrid", "text"]]:
     filters: dict[str, Any] = {
         "partition": partition,
         "thread_id": thread_id,
@@ -359,5 +397,7 @@ async def hybrid_search(
         return await store.vector_candidates(vector, limit=max(limit, weights.candidates), **filters)
 
     (text_hits, text_refs), (vector_hits, vector_refs) = await asyncio.gather(words(), meaning())
+    if not vector_hits:
+        return list(text_hits[:limit]), "text"
     refs = [*text_refs, *vector_refs]
-    return fuse(text_hits, vector_hits, refs, query, weights, limit=limit)
+    return fuse(text_hits, vector_hits, refs, query, weights, limit=limit), "hybrid"

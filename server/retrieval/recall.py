@@ -9,21 +9,24 @@ never drowns the others. Facts weigh most (they are what extraction judged worth
 keeping), messages next (verbatim evidence), summaries last (context around it).
 
 Superseded facts are left out unless asked for; then every current fact ranks above
-every superseded one. The search itself is one injectable function (`Search`), text
-search by default, so a caller with an embedder passes a hybrid one instead.
+every superseded one. The search itself is one injectable function (`Search`):
+by default `grep_memories` without a mode, which is hybrid when the caller passes an
+embedder and vectors exist, else text; the result says which (``mode``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Fact, Role, SearchKind, UtcDatetime
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS, GrepHit, grep_memories
+from palimpsest.scheduler.embedders import Embedder
+from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS, GrepHit, GrepMode, grep_memories
 
 #: Most items one recall returns, all three lists together.
 MAX_RECALL = 100
@@ -39,6 +42,9 @@ RRF_K = 5.0
 KIND_WEIGHTS: dict[SearchKind, float] = {"fact": 1.2, "message": 1.0, "summary": 0.9}
 #: A superseded fact, when asked for, counts this much of a current one.
 SUPERSEDED_WEIGHT = 0.5
+
+#: How recall searched: hybrid (words and meaning) for any kind, else text; custom for a caller's search.
+RecallMode = Literal["hybrid", "text", "custom"]
 
 #: ``(query, kind, limit) -> hits``, best first: how recall searches one kind of node.
 Search = Callable[[str, SearchKind, int], Awaitable[list[GrepHit]]]
@@ -94,16 +100,33 @@ class RecallResult(BaseModel):
     query: str
     partition: str
     project: str | None
+    mode: RecallMode = Field(
+        description="How it searched: hybrid (words and meaning) if any kind was searched so, else text; "
+        "custom for a caller's own search."
+    )
     facts: list[RecalledFact]
     summaries: list[RecalledSummary]
     messages: list[RecalledMessage]
 
 
 def text_search(store: MemoryStore, partition: str) -> Search:
-    """The default search of recall: ranked full text, one kind at a time, in one partition."""
+    """Ranked full text, one kind at a time, in one partition: recall without an embedder."""
+    return default_search(store, partition, None, set())
+
+
+def default_search(store: MemoryStore, partition: str, embedder: Embedder | None, ran: set[GrepMode]) -> Search:
+    """The default search of recall: `grep_memories` without a mode, one kind at a time, in one partition.
+
+    With an embedder that is hybrid where the kind has vectors, else text; each mode
+    that ran is added to ``ran``.
+    """
 
     async def search(query: str, kind: SearchKind, limit: int) -> list[GrepHit]:
-        result = await grep_memories(store, query, partition=partition, mode="text", kinds=(kind,), limit=limit)
+        mode: GrepMode | None = None if embedder is not None else "text"
+        result = await grep_memories(
+            store, query, partition=partition, mode=mode, kinds=(kind,), limit=limit, embedder=embedder
+        )
+        ran.add(result.mode)
         return result.hits
 
     return search
@@ -118,6 +141,7 @@ async def recall(
     limit: int = 10,
     include_superseded: bool = False,
     search: Search | None = None,
+    embedder: Embedder | None = None,
 ) -> RecallResult:
     """Facts, summaries and messages relevant to ``query`` in every thread of a partition.
 
@@ -128,7 +152,8 @@ async def recall(
         project: Only facts of this project and nodes of its threads.
         limit: Most items returned, all three lists together.
         include_superseded: Also return superseded facts, after every current one.
-        search: How one kind is searched; default `text_search`.
+        search: How one kind is searched; default `default_search` with ``embedder``.
+        embedder: Makes the default search hybrid where vectors exist (None: text).
 
     Raises:
         InvalidInput: for an empty or over-long query or a limit outside 1..``MAX_RECALL``.
@@ -139,7 +164,8 @@ async def recall(
         raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters")
     if not 1 <= limit <= MAX_RECALL:
         raise InvalidInput(f"limit must be between 1 and {MAX_RECALL}, got {limit}")
-    find = search or text_search(store, partition)
+    ran: set[GrepMode] = set()
+    find = search or default_search(store, partition, embedder, ran)
     threads: set[str] | None = None
     if project is not None:
         threads = {t.id for t in await store.list_threads(partition, limit=PROJECT_THREADS) if t.project == project}
@@ -172,7 +198,8 @@ async def recall(
             for position, hit in enumerate(hits, start=1)
         ]
     ranked.sort(key=lambda item: (-item.score, _KIND_ORDER[item.hit.kind], item.hit.id))
-    return _split(query, partition, project, ranked[:limit])
+    mode: RecallMode = "custom" if search else "hybrid" if "hybrid" in ran else "text"
+    return _split(query, partition, project, mode, ranked[:limit])
 
 
 _KIND_ORDER: dict[SearchKind, int] = {"fact": 0, "message": 1, "summary": 2}
@@ -192,9 +219,13 @@ class _Ranked:
     fact: Fact | None = None
 
 
-def _split(query: str, partition: str, project: str | None, ranked: Sequence[_Ranked]) -> RecallResult:
+def _split(
+    query: str, partition: str, project: str | None, mode: RecallMode, ranked: Sequence[_Ranked]
+) -> RecallResult:
     """The fused ranking cut into the three lists, each item keeping its overall rank."""
-    result = RecallResult(query=query, partition=partition, project=project, facts=[], summaries=[], messages=[])
+    result = RecallResult(
+        query=query, partition=partition, project=project, mode=mode, facts=[], summaries=[], messages=[]
+    )
     for rank, item in enumerate(ranked, start=1):
         hit = item.hit
         if item.fact is not None:
