@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from types import TracebackType
 from typing import TypeVar
 
@@ -113,9 +114,8 @@ def evolution_steps(
     archived until the store fits it. ``facts`` off (``PALIMPSEST_FACTS=off``) leaves the
     fact step out, so no thread's facts are extracted. ``progress`` (the CLI's bars)
     also hears the embedding backfill, as job ``embeddings``: nodes embedded of those missing.
-    Vector upkeep runs last, so the
-    vectors written and the runs archived this tick are laid out and reclaimed in it,
-    under the evolution lease rather than inside a search.
+    Vector upkeep runs last, so the vectors written and the runs archived this tick are
+    laid out and reclaimed in it, under the evolution lease rather than inside a search.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
     if embedder is not None:
