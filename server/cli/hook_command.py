@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 
 #: ``off`` starts no follow-up after a ``Stop`` whose transcript lacks the turn's end
 #: (the next hook call of the conversation then stores it).
 FOLLOW_UP_SETTING = "PALIMPSEST_HOOK_FOLLOW_UP"
+#: The module a follow-up runs as: it catches up on a transcript finished after ``Stop``.
+FOLLOW_UP_MODULE = "palimpsest.server.cli.hook_follow_up"
 #: Each agent's hook: its request builder (module, function), and its help.
 HOOKS: dict[str, tuple[str, str, str]] = {
     "claude": (
@@ -142,8 +145,6 @@ def run_hook_call(call: HookCall) -> int:
     except PalimpsestError as exc:
         return _fail(str(exc))
     if outcome.follow_up and os.environ.get(FOLLOW_UP_SETTING, "on").lower() != "off":
-        from palimpsest.server.cli.hook_follow_up import start_follow_up
-
         start_follow_up(call, payload)
     if call.json:
         from palimpsest.server.cli import output
@@ -152,6 +153,33 @@ def run_hook_call(call: HookCall) -> int:
     elif outcome.reply is not None:
         print(outcome.reply, flush=True)
     return 0
+
+
+def start_follow_up(call: HookCall, payload: str) -> bool:
+    """Start the follow-up of ``call`` detached, the payload on its stdin, and return at once.
+
+    Returns:
+        Whether it started. A follow-up that cannot start (no process left, say) is no
+        error of the hook: the conversation's next hook call reads what it would have.
+    """
+    args = [sys.executable, "-m", FOLLOW_UP_MODULE, call.agent]
+    for flag, value in (("--partition", call.partition), ("--store", call.store)):
+        if value is not None:
+            args += [flag, value]
+    try:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert process.stdin is not None
+        with process.stdin:
+            process.stdin.write(payload.encode("utf-8"))
+    except OSError:
+        return False
+    return True
 
 
 def _fail(message: str) -> int:

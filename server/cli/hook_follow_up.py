@@ -5,8 +5,9 @@ Why: an agent may run its ``Stop`` hook before the turn's end is in its transcri
 moment late), and no later hook comes if the user stops there. The hook must not keep
 the agent waiting, so when `palimpsest.server.feeds.hooks.run_hook` finds the turn's end
 missing it says so (``HookOutcome.follow_up``), and the hook command starts this module
-as a detached process (its own session, no terminal, nothing inherited on stdout or
-stderr) with the agent's payload on stdin, then returns.
+as a detached process (`palimpsest.server.cli.hook_command.start_follow_up`: its own
+session, no terminal, nothing inherited on stdout or stderr) with the agent's payload
+on stdin, then returns.
 
 The follow-up builds the same request from the payload again and again (a file that
 did not exist may exist now), reads what is new through the read positions (so it
@@ -21,40 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import subprocess
 import sys
 
 from palimpsest.server.cli.hook_command import HOOKS, HookCall, parse_hook_call
 
 #: Seconds before the first look; each later wait is twice the one before.
 FIRST_WAIT_S = 0.5
-
-
-def start_follow_up(call: HookCall, payload: str) -> bool:
-    """Start the follow-up of ``call`` detached, the payload on its stdin, and return at once.
-
-    Returns:
-        Whether it started. A follow-up that cannot start (no process left, say) is no
-        error of the hook: the conversation's next hook call reads what it would have.
-    """
-    args = [sys.executable, "-m", "palimpsest.server.cli.hook_follow_up", call.agent]
-    for flag, value in (("--partition", call.partition), ("--store", call.store)):
-        if value is not None:
-            args += [flag, value]
-    try:
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert process.stdin is not None
-        with process.stdin:
-            process.stdin.write(payload.encode("utf-8"))
-    except OSError:
-        return False
-    return True
 
 
 def waits(window_s: float) -> list[float]:
