@@ -183,6 +183,7 @@ async def test_a_neo4j_database_with_thread_ids_unique_alone_is_migrated(monkeyp
     driver = neo4j.AsyncGraphDatabase.driver(uri, auth=None)
     try:
         for statement in (
+            "MATCH (s:PalimpsestSchema) DELETE s",  # old code recorded no schema version
             "DROP CONSTRAINT thread_key IF EXISTS",
             "DROP INDEX thread_by_id IF EXISTS",
             "CREATE CONSTRAINT thread_id IF NOT EXISTS FOR (t:Thread) REQUIRE t.id IS UNIQUE",
