@@ -1,0 +1,117 @@
+"""A tool call and its result as one hit: "what did we run" and "what happened" are one answer.
+
+A coding session stores a tool call (an assistant message whose ``tool_call_id`` is
+the call's id, ``Bash {"command": ...}``) and its result (a ``tool`` message with the
+same ``tool_call_id``) as two messages. A search finds one or the other, by the
+command's words or by the output's, and a caller who found the command still has to
+look for what it printed, or the other way round. Here each message hit that is half
+of such a pair gets the other half's id, caller id and a snippet of it
+(``paired_id``, ``paired_source_id``, ``paired_snippet``), and the other half, if the
+search found it too, is dropped from further down the list: one ranked hit, where the
+better-ranked half stands.
+
+The other half is looked for in the thread near the hit: a result follows its call
+within ``PAIR_WINDOW`` messages (a turn's parallel calls come before their results),
+so one bounded read of the thread finds it, with no index of call ids in the store.
+A result is any ``tool`` message with a ``tool_call_id``; a call is an assistant
+message whose metadata says it is one (``kind`` ``tool_use`` or a ``tool_name``, as
+every feed writes them), so that plain assistant turns, most of a chat's hits, cost
+no read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from palimpsest.graph_schema.models import Message, MessageRef, Role
+from palimpsest.graph_schema.store import MemoryStore
+
+if TYPE_CHECKING:  # grep imports this module to pair its hits
+    from palimpsest.server.retrieval.grep import GrepHit
+
+#: Messages after a call (before a result) in which its other half is looked for.
+PAIR_WINDOW = 16
+#: Characters of the other half kept at each end of its snippet: a result's first lines
+#: say what ran, its last ones how it ended (a summary line, an exit status).
+PAIRED_SNIPPET_END = 160
+
+
+def is_call(ref: MessageRef) -> bool:
+    """Whether a message is a tool call: an assistant message whose metadata names a tool use."""
+    return ref.role is Role.assistant and (ref.metadata.get("kind") == "tool_use" or "tool_name" in ref.metadata)
+
+
+def paired_snippet(content: str) -> str:
+    """The other half's head and tail, so a call's hit shows how its result ended."""
+    if len(content) <= 2 * PAIRED_SNIPPET_END + 3:
+        return content
+    return f"{content[:PAIRED_SNIPPET_END]} … {content[-PAIRED_SNIPPET_END:]}"
+
+
+async def partners(store: MemoryStore, hits: Sequence[GrepHit]) -> dict[str, Message]:
+    """The other half of each message hit that is a tool call or a tool result, by hit id.
+
+    One `MemoryStore.message_refs` read for the hits that may be halves, then one
+    bounded `MemoryStore.get_messages` read per call or result, concurrently.
+    """
+    maybe = [hit for hit in hits if hit.kind == "message" and hit.role in (Role.assistant, Role.tool)]
+    if not maybe:
+        return {}
+    refs: list[MessageRef] = []
+    for partition in sorted({hit.partition for hit in maybe}):
+        refs += await store.message_refs(partition, [hit.id for hit in maybe if hit.partition == partition])
+    halves = [ref for ref in refs if ref.role is Role.tool or is_call(ref)]
+    found = await asyncio.gather(*(_other_half(store, ref) for ref in halves))
+    return {ref.id: other for ref, other in zip(halves, found, strict=True) if other is not None}
+
+
+async def _other_half(store: MemoryStore, ref: MessageRef) -> Message | None:
+    """The call a result answers (before it) or the result a call got (after it), if stored."""
+    if ref.role is Role.tool:
+        first = max(0, ref.seq - PAIR_WINDOW)
+        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=first, last_seq=ref.seq)
+        own, others, other_role = window[-1:], reversed(window[:-1]), Role.assistant
+    else:
+        last = ref.seq + PAIR_WINDOW
+        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=ref.seq, last_seq=last)
+        own, others, other_role = window[:1], iter(window[1:]), Role.tool
+    if not own or own[0].id != ref.id or own[0].tool_call_id is None:
+        return None
+    call_id = own[0].tool_call_id
+    return next((m for m in others if m.role is other_role and m.tool_call_id == call_id), None)
+
+
+async def pair_hits(store: MemoryStore, hits: Sequence[GrepHit], limit: int) -> list[GrepHit]:
+    """The hits with each call or result carrying its other half, each pair once, at most ``limit``.
+
+    Ranked as given; a half whose partner already stands higher is dropped, so a search
+    that found both returns one hit and fills the list from further down. Partners are
+    read a ``limit`` of hits at a time, only as far down as the list is needed.
+    """
+    shown: set[str] = set()
+    kept: list[GrepHit] = []
+    start = 0
+    while start < len(hits) and len(kept) < limit:
+        chunk = hits[start : start + limit]
+        start += limit
+        other = await partners(store, chunk)
+        for hit in chunk:
+            if hit.id in shown:
+                continue
+            shown.add(hit.id)
+            partner = other.get(hit.id)
+            if partner is not None and partner.id not in shown:  # shown higher, unpaired: this one stays whole
+                shown.add(partner.id)
+                hit = hit.model_copy(
+                    update={
+                        "paired_id": partner.id,
+                        "paired_source_id": partner.source_id,
+                        "paired_snippet": paired_snippet(partner.content),
+                    }
+                )
+            kept.append(hit)
+            if len(kept) == limit:
+                break
+    return kept
