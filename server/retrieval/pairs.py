@@ -10,13 +10,13 @@ of such a pair gets the other half's id, caller id and a snippet of it
 search found it too, is dropped from further down the list: one ranked hit, where the
 better-ranked half stands.
 
-The other half is looked for in the thread near the hit: a result follows its call
-within ``PAIR_WINDOW`` messages (a turn's parallel calls come before their results),
-so one bounded read of the thread finds it, with no index of call ids in the store.
-A result is any ``tool`` message with a ``tool_call_id``; a call is an assistant
-message whose metadata says it is one (``kind`` ``tool_use`` or a ``tool_name``, as
-every feed writes them), so that plain assistant turns, most of a chat's hits, cost
-no read.
+The other half is looked for in the thread near the hit
+(`palimpsest.scheduler.search_text.other_half`: a result follows its call within a few
+messages, a turn's parallel calls coming before their results), so one bounded read of
+the thread finds it, with no index of call ids in the store. A result is any ``tool``
+message with a ``tool_call_id``; a call is an assistant message whose metadata says it
+is one (`palimpsest.scheduler.search_text.is_call`), so that plain assistant turns, most
+of a chat's hits, cost no read.
 """
 
 from __future__ import annotations
@@ -27,20 +27,14 @@ from typing import TYPE_CHECKING
 
 from palimpsest.graph_schema.models import Message, MessageRef, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.search_text import is_call, other_half
 
 if TYPE_CHECKING:  # grep imports this module to pair its hits
     from palimpsest.server.retrieval.grep import GrepHit
 
-#: Messages after a call (before a result) in which its other half is looked for.
-PAIR_WINDOW = 16
 #: Characters of the other half kept at each end of its snippet: a result's first lines
 #: say what ran, its last ones how it ended (a summary line, an exit status).
 PAIRED_SNIPPET_END = 160
-
-
-def is_call(ref: MessageRef) -> bool:
-    """Whether a message is a tool call: an assistant message whose metadata names a tool use."""
-    return ref.role is Role.assistant and (ref.metadata.get("kind") == "tool_use" or "tool_name" in ref.metadata)
 
 
 def paired_snippet(content: str) -> str:
@@ -63,24 +57,8 @@ async def partners(store: MemoryStore, hits: Sequence[GrepHit]) -> dict[str, Mes
     for partition in sorted({hit.partition for hit in maybe}):
         refs += await store.message_refs(partition, [hit.id for hit in maybe if hit.partition == partition])
     halves = [ref for ref in refs if ref.role is Role.tool or is_call(ref)]
-    found = await asyncio.gather(*(_other_half(store, ref) for ref in halves))
-    return {ref.id: other for ref, other in zip(halves, found, strict=True) if other is not None}
-
-
-async def _other_half(store: MemoryStore, ref: MessageRef) -> Message | None:
-    """The call a result answers (before it) or the result a call got (after it), if stored."""
-    if ref.role is Role.tool:
-        first = max(0, ref.seq - PAIR_WINDOW)
-        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=first, last_seq=ref.seq)
-        own, others, other_role = window[-1:], reversed(window[:-1]), Role.assistant
-    else:
-        last = ref.seq + PAIR_WINDOW
-        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=ref.seq, last_seq=last)
-        own, others, other_role = window[:1], iter(window[1:]), Role.tool
-    if not own or own[0].id != ref.id or own[0].tool_call_id is None:
-        return None
-    call_id = own[0].tool_call_id
-    return next((m for m in others if m.role is other_role and m.tool_call_id == call_id), None)
+    found = await asyncio.gather(*(other_half(store, ref) for ref in halves))
+    return {ref.id: other for ref, (_, other) in zip(halves, found, strict=True) if other is not None}
 
 
 async def pair_hits(store: MemoryStore, hits: Sequence[GrepHit], limit: int) -> list[GrepHit]:
