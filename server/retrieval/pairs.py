@@ -22,19 +22,30 @@ of a chat's hits, cost no read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, Self, TypeVar
 
-from palimpsest.graph_schema.models import Message, MessageRef, Role
+from palimpsest.graph_schema.models import Message, MessageRef, Role, SearchKind
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.search_text import is_call, other_half
-
-if TYPE_CHECKING:  # grep imports this module to pair its hits
-    from palimpsest.server.retrieval.grep import GrepHit
 
 #: Characters of the other half kept at each end of its snippet: a result's first lines
 #: say what ran, its last ones how it ended (a summary line, an exit status).
 PAIRED_SNIPPET_END = 160
+
+
+class Pairable(Protocol):
+    """A ranked hit that can carry its other half (`palimpsest.server.retrieval.grep.GrepHit`)."""
+
+    id: str
+    kind: SearchKind
+    partition: str
+    role: Role | None
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+Hit = TypeVar("Hit", bound=Pairable)
 
 
 def paired_snippet(content: str) -> str:
@@ -44,7 +55,7 @@ def paired_snippet(content: str) -> str:
     return f"{content[:PAIRED_SNIPPET_END]} … {content[-PAIRED_SNIPPET_END:]}"
 
 
-async def partners(store: MemoryStore, hits: Sequence[GrepHit]) -> dict[str, Message]:
+async def partners(store: MemoryStore, hits: Sequence[Pairable]) -> dict[str, Message]:
     """The other half of each message hit that is a tool call or a tool result, by hit id.
 
     One `MemoryStore.message_refs` read for the hits that may be halves, then one
@@ -61,7 +72,7 @@ async def partners(store: MemoryStore, hits: Sequence[GrepHit]) -> dict[str, Mes
     return {ref.id: other for ref, (_, other) in zip(halves, found, strict=True) if other is not None}
 
 
-async def pair_hits(store: MemoryStore, hits: Sequence[GrepHit], limit: int) -> list[GrepHit]:
+async def pair_hits(store: MemoryStore, hits: Sequence[Hit], limit: int) -> list[Hit]:
     """The hits with each call or result carrying its other half, each pair once, at most ``limit``.
 
     Ranked as given; a half whose partner already stands higher is dropped, so a search
@@ -69,7 +80,7 @@ async def pair_hits(store: MemoryStore, hits: Sequence[GrepHit], limit: int) -> 
     read a ``limit`` of hits at a time, only as far down as the list is needed.
     """
     shown: set[str] = set()
-    kept: list[GrepHit] = []
+    kept: list[Hit] = []
     start = 0
     while start < len(hits) and len(kept) < limit:
         chunk = hits[start : start + limit]
