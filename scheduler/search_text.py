@@ -33,6 +33,8 @@ from palimpsest.graph_schema.store import MemoryStore
 #: Messages after a call (before a result) in which its other half is looked for: a
 #: result follows its call closely, a turn's parallel calls all coming first.
 PAIR_WINDOW = 16
+#: Messages looked at first, the rest of the window only when the other half is not among them.
+PAIR_NEAR = 3
 #: Characters of one input value or one output line kept.
 VALUE_CHARS = 300
 #: Lines a result's text keeps from its start, and from its end.
@@ -76,23 +78,35 @@ def is_call(ref: MessageRef) -> bool:
 async def other_half(store: MemoryStore, ref: MessageRef) -> tuple[Message | None, Message | None]:
     """A call or result as stored, and the result it got (after it) or the call it answers (before it).
 
-    One bounded read of the thread (``PAIR_WINDOW`` messages); ``(None, None)`` when the
-    message is gone, ``(message, None)`` when its other half is not within reach.
+    Reads the ``PAIR_NEAR`` messages next to it first (a result most often follows its
+    call at once), then, only if the other half is not there, the rest of
+    ``PAIR_WINDOW``: tool outputs can be large, and most searches hit lone pairs.
+    ``(None, None)`` when the message is gone, ``(message, None)`` when its other half
+    is not within reach.
     """
-    if ref.role is Role.tool:
-        first = max(0, ref.seq - PAIR_WINDOW)
-        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=first, last_seq=ref.seq)
-        own, others, other_role = window[-1:], list(reversed(window[:-1])), Role.assistant
-    else:
-        last = ref.seq + PAIR_WINDOW
-        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=ref.seq, last_seq=last)
-        own, others, other_role = window[:1], window[1:], Role.tool
-    if not own or own[0].id != ref.id:
-        return None, None
-    call_id = own[0].tool_call_id
-    if call_id is None:
-        return own[0], None
-    return own[0], next((m for m in others if m.role is other_role and m.tool_call_id == call_id), None)
+    before = ref.role is Role.tool
+    own: Message | None = None
+    for near, far in ((0, PAIR_NEAR), (PAIR_NEAR + 1, PAIR_WINDOW)):
+        if before:
+            first, last = max(0, ref.seq - far), ref.seq - near
+        else:
+            first, last = ref.seq + near, ref.seq + far
+        if last < first:
+            break
+        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=first, last_seq=last)
+        if own is None:
+            mine = window[-1:] if before else window[:1]
+            if not mine or mine[0].id != ref.id:
+                return None, None
+            own = mine[0]
+            if own.tool_call_id is None:
+                return own, None
+        others = reversed(window) if before else window
+        other_role = Role.assistant if before else Role.tool
+        found = next((m for m in others if m.role is other_role and m.tool_call_id == own.tool_call_id), None)
+        if found is not None:
+            return own, found
+    return own, None
 
 
 def _clip(text: str, chars: int = VALUE_CHARS) -> str:

@@ -145,3 +145,17 @@ def test_a_long_other_half_shows_its_head_and_tail() -> None:
     assert snippet.startswith("head line") and snippet.endswith("3 failed, 12 passed")
     assert len(snippet) == 2 * PAIRED_SNIPPET_END + 3
     assert paired_snippet("short") == "short"
+
+
+async def test_a_half_further_than_the_first_read_is_still_found(store: MemoryStore) -> None:
+    far = [
+        NewMessage(role=Role.assistant, content='Bash {"command": "make wombat"}', message_id="c0",
+                   tool_call_id="toolu_far", metadata=CALL),
+        *[NewMessage(role=Role.assistant, content=f"still waiting {n}", message_id=f"w{n}") for n in range(6)],
+        NewMessage(role=Role.tool, content="wombat built", message_id="c7", tool_call_id="toolu_far"),
+    ]  # fmt: skip
+    ids = (await store.append_messages(P, "session-far", far)).message_ids
+    [call] = (await grep_memories(store, "make", partition=P, mode="text")).hits
+    assert (call.source_id, call.paired_id) == ("c0", ids[-1])
+    [built] = (await grep_memories(store, "built", partition=P, mode="text")).hits
+    assert (built.source_id, built.paired_id) == ("c7", ids[0])
