@@ -8,15 +8,20 @@ the same ``tool_call_id``; calls of one turn come before their results.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from test_claude_code import transcript as claude_transcript
+from test_claude_code import write_lines
+from test_cli import run_cli, run_json
 from test_semantic import MINILM_SPEC, call, mcp_client, settings_for
 
 from palimpsest.graph_schema.models import NewMessage, Role
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
 from palimpsest.scheduler.embedding import backfill_embeddings
+from palimpsest.server.feeds.ingest import ingest_files
 from palimpsest.server.mcp.app import build_server
 from palimpsest.server.retrieval.grep import grep_memories
 from palimpsest.server.retrieval.pairs import PAIRED_SNIPPET_END, paired_snippet
@@ -159,3 +164,26 @@ async def test_a_half_further_than_the_first_read_is_still_found(store: MemorySt
     assert (call.source_id, call.paired_id) == ("c0", ids[-1])
     [built] = (await grep_memories(store, "built", partition=P, mode="text")).hits
     assert (built.source_id, built.paired_id) == ("c7", ids[0])
+
+
+async def test_a_claude_code_transcript_ingested_by_the_real_parser_pairs_its_calls(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    path = write_lines(tmp_path / "session.jsonl", claude_transcript())
+    await ingest_files(store, [path], partition=P, format="claude")
+    [hit] = (await grep_memories(store, "pytest", partition=P, mode="text")).hits
+    assert (hit.source_id, hit.paired_source_id) == ("a-2", "u-3")
+    assert "1 failed" in (hit.paired_snippet or "")
+
+
+def test_cli_grep_shows_the_other_half_under_the_hit(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    path = write_lines(tmp_path / "session.jsonl", claude_transcript())
+    assert run_cli("ingest", path, "--store", url, "--format", "claude").exit_code == 0
+    shown = run_cli("grep", "pytest", "--store", url, "--partition", P, "--mode", "text")
+    assert shown.exit_code == 0, shown.output
+    [hit] = run_json("grep", "pytest", "--store", url, "--partition", P, "--mode", "text")["hits"]
+    assert hit["source_id"] == "a-2", "the call is the hit; only its result says 1 failed"
+    words = [word for word in shown.stdout.split() if word != "│"]  # the table's cell edges left out
+    assert words[words.index("with") + 1].startswith(hit["paired_id"][:20])
+    assert "1 failed" in shown.stdout
