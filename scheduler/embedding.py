@@ -5,7 +5,9 @@ the server's `EmbeddingQueue`, whose one task embeds them in batches once the ap
 has returned. Whatever it misses (the server stopped first, the embedder was down, the
 messages came in through another process or before an embedder was configured) the
 evolution tick's `backfill_embeddings` finds and embeds later, walking the store once
-by id. `query_vector` is what a search needs before `MemoryStore.vector_search`.
+by id. `query_vector` is what a search needs before `MemoryStore.vector_search`. A tool
+call or result is embedded as what it is about (`palimpsest.scheduler.search_text`),
+its stored content unchanged.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from palimpsest.graph_schema.models import EmbeddingTodo, SearchKind
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.embedders import Embedder
+from palimpsest.scheduler.search_text import search_texts
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,8 @@ async def query_vector(store: MemoryStore, embedder: Embedder, query: str) -> li
 
 
 async def _embed(store: MemoryStore, embedder: Embedder, todo: Sequence[EmbeddingTodo]) -> int:
-    vectors = await embedder.embed([item.text for item in todo])
+    """Embed a batch, tool calls and results by what they are about (`search_texts`), and store the vectors."""
+    vectors = await embedder.embed(await search_texts(store, todo))
     items = [(item.id, vector) for item, vector in zip(todo, vectors, strict=True)]
     return await store.set_embeddings(items, embedder.name)
 

@@ -129,7 +129,8 @@ def partitions_line(partitions: dict[str, int]) -> Text:
 
 
 def hits_table(hits: Sequence[GrepHit]) -> Table:
-    """Search hits, best first: where each one sits, its id, and its snippet below the id."""
+    """Search hits, best first: where each one sits, its id, its snippet below the id, and a tool call's
+    result (or a result's call) below that."""
     table = Table(title=f"{len(hits)} hit{'s' if len(hits) != 1 else ''}", show_lines=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("where", overflow="fold")
@@ -142,6 +143,8 @@ def hits_table(hits: Sequence[GrepHit]) -> Table:
         where.append(f"\n{hit.thread_id or ''}", style="dim")
         body = Text(hit.id, style="bold")
         body.append("\n" + " ".join(hit.snippet.split()))
+        if hit.paired_id is not None:
+            body.append(f"\nwith {hit.paired_id}: " + " ".join((hit.paired_snippet or "").split()), style="dim")
         if hit.covered_by:
             body.append(f"\nin {hit.covered_by[0]}", style="dim")
         table.add_row(f"{hit.score:.3g}", where, body)

@@ -232,7 +232,8 @@ async def grep_memories(
     Without a mode it is hybrid when the messages have vectors (the default embedder makes them in the
     background) and text until then; semantic and hybrid modes refuse when PALIMPSEST_EMBEDDER is none.
     Each hit carries covered_by: the summaries that fold it, lowest level first, so
-    expand_summary on one of them shows the hit in its original context.
+    expand_summary on one of them shows the hit in its original context. A tool call and its
+    result are one hit: paired_id, paired_source_id and paired_snippet give the other half.
     """
     runtime = _runtime(ctx)
     with domain_errors():
@@ -410,7 +411,8 @@ async def recall(
     """Recall what memory holds about a query across every thread: facts, summaries and messages, ranked together.
 
     Each item has its ids and an overall rank; a message carries its source_id and the
-    summaries folding it (covered_by), a summary its level.
+    summaries folding it (covered_by), a summary its level; a tool call or result carries
+    the other half of the pair (paired_id, paired_source_id, paired_snippet).
     """
     runtime = _runtime(ctx)
     with domain_errors():

@@ -19,7 +19,9 @@ way) answers by text until its first vectors arrive, and an embedder that fails 
 answers by text too: a search that asked for no mode never fails for want of meaning.
 
 Every hit says which summaries cover it (``covered_by``, lowest level first), so an agent
-can go from a phrase to the summary that folded it and expand it back.
+can go from a phrase to the summary that folded it and expand it back. In every mode a
+tool call and its result are one hit, carrying the other half's ids and snippet
+(`palimpsest.server.retrieval.pairs`).
 """
 
 from __future__ import annotations
@@ -42,11 +44,15 @@ from palimpsest.scheduler.embedders import Embedder, EmbeddingFailed
 from palimpsest.scheduler.embedding import query_vector
 from palimpsest.server.retrieval.hybrid import NO_EMBEDDER as HYBRID_NO_EMBEDDER
 from palimpsest.server.retrieval.hybrid import hybrid_or_text, hybrid_search, text_query
+from palimpsest.server.retrieval.pairs import pair_hits
 
 GrepMode = Literal["text", "regex", "semantic", "hybrid"]
 
 logger = logging.getLogger(__name__)
 
+#: Hits asked of the index per hit returned: a call and its result found both count once
+#: (`palimpsest.server.retrieval.pairs`), and the list is filled from further down.
+PAIR_OVERFETCH = 2
 #: Longest query or pattern accepted.
 MAX_QUERY_CHARS = 2000
 #: Seconds one regex may spend on one message or summary.
@@ -92,6 +98,11 @@ class GrepHit(BaseModel):
         description="Higher is better: BM25 (text), cosine similarity -1..1 (semantic), 1.0 for every regex hit."
     )
     covered_by: list[str] = Field(default_factory=list, description="Summaries above this node, lowest level first.")
+    paired_id: str | None = Field(
+        None, description="For a tool call, its result; for a tool result, its call (the pair is one hit)."
+    )
+    paired_source_id: str | None = Field(None, description="The caller's message_id of the other half.")
+    paired_snippet: str | None = Field(None, description="The other half's head and tail.")
 
 
 class GrepResult(BaseModel):
@@ -152,39 +163,49 @@ async def grep_memories(
         raise InvalidInput("since must not be after until")
     if thread_id is not None:
         await store.get_thread(partition, thread_id)
+    fetch = limit * PAIR_OVERFETCH
     if mode == "regex":
-        return await _grep_regex(store, query, partition, thread_id, kinds, since, until, limit)
+        found = await _grep_regex(store, query, partition, thread_id, kinds, since, until, fetch)
+        return await _finish(store, found.mode, found.hits, limit, truncated=found.truncated)
     if mode == "semantic":
         if embedder is None:
             raise InvalidInput(NO_EMBEDDER)
         vector = await query_vector(store, embedder, query)
-        found = await store.vector_search(
-            vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
+        hits = await store.vector_search(
+            vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=fetch
         )
-        return GrepResult(mode="semantic", hits=await _with_coverage(store, [_hit(hit) for hit in found]))
+        return await _finish(store, "semantic", [_hit(hit) for hit in hits], limit)
     if mode is None and embedder is not None:
         try:
-            found, ran = await hybrid_or_text(
+            hits, ran = await hybrid_or_text(
                 store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
-                until=until, limit=limit,
+                until=until, limit=fetch,
             )  # fmt: skip
         except (EmbeddingFailed, Conflict) as exc:
             logger.warning("searching by text only: %s", exc)  # no meaning to be had: text answers
         else:
-            return GrepResult(mode=ran, hits=await _with_coverage(store, [_hit(hit) for hit in found]))
+            return await _finish(store, ran, [_hit(hit) for hit in hits], limit)
     if mode == "hybrid":
         if embedder is None:
             raise InvalidInput(HYBRID_NO_EMBEDDER)
-        found = await hybrid_search(
+        hits = await hybrid_search(
             store, embedder, query, partition=partition, thread_id=thread_id, kinds=kinds, since=since,
-            until=until, limit=limit,
+            until=until, limit=fetch,
         )  # fmt: skip
-        return GrepResult(mode="hybrid", hits=await _with_coverage(store, [_hit(hit) for hit in found]))
-    found = await store.search_text(
+        return await _finish(store, "hybrid", [_hit(hit) for hit in hits], limit)
+    hits = await store.search_text(
         text_query(query), partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until,
-        limit=limit,
+        limit=fetch,
     )  # fmt: skip
-    return GrepResult(mode="text", hits=await _with_coverage(store, [_hit(hit) for hit in found]))
+    return await _finish(store, "text", [_hit(hit) for hit in hits], limit)
+
+
+async def _finish(
+    store: MemoryStore, mode: GrepMode, hits: list[GrepHit], limit: int, *, truncated: bool = False
+) -> GrepResult:
+    """The first ``limit`` hits, each tool call with its result as one (`pair_hits`), with their coverage."""
+    paired = await pair_hits(store, hits, limit)
+    return GrepResult(mode=mode, hits=await _with_coverage(store, paired), truncated=truncated)
 
 
 def _hit(found: SearchHit) -> GrepHit:
@@ -256,10 +277,10 @@ async def _grep_regex(
             if span is not None:
                 hits.append(_regex_hit(candidate, span))
                 if len(hits) >= limit:
-                    return GrepResult(mode="regex", hits=await _with_coverage(store, hits), truncated=False)
+                    return GrepResult(mode="regex", hits=hits, truncated=False)
         if truncated:
             break
-    return GrepResult(mode="regex", hits=await _with_coverage(store, hits), truncated=truncated)
+    return GrepResult(mode="regex", hits=hits, truncated=truncated)
 
 
 def _match_all(pattern: regex.Pattern[str], texts: list[str], deadline: float) -> list[tuple[int, int] | None]:

@@ -8,6 +8,9 @@ the best fact, the best message and the best summary all come near the top and a
 never drowns the others. Facts weigh most (they are what extraction judged worth
 keeping), messages next (verbatim evidence), summaries last (context around it).
 
+A tool call and its result come as one message, carrying the other half's ids
+(`palimpsest.server.retrieval.pairs`, through `grep_memories`).
+
 Superseded facts are left out unless asked for; then every current fact ranks above
 every superseded one. The search itself is one injectable function (`Search`):
 by default `grep_memories` without a mode, which is hybrid when the caller passes an
@@ -90,6 +93,9 @@ class RecalledMessage(BaseModel):
     snippet: str
     created_at: UtcDatetime
     covered_by: list[str] = Field(description="Summaries above it, lowest level first.")
+    paired_id: str | None = Field(None, description="For a tool call, its result; for a tool result, its call.")
+    paired_source_id: str | None = Field(None, description="The caller's message_id of the other half.")
+    paired_snippet: str | None = Field(None, description="The other half's head and tail.")
     rank: int
     score: float
 
@@ -243,7 +249,8 @@ def _split(
                 RecalledMessage(
                     id=hit.id, source_id=hit.source_id, thread_id=hit.thread_id, role=hit.role,
                     snippet=hit.snippet, created_at=hit.created_at, covered_by=hit.covered_by,
-                    rank=rank, score=item.score,
+                    paired_id=hit.paired_id, paired_source_id=hit.paired_source_id,
+                    paired_snippet=hit.paired_snippet, rank=rank, score=item.score,
                 )
             )  # fmt: skip
     return result

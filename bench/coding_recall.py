@@ -1,0 +1,176 @@
+"""Retrieval quality on coding sessions: evidence recall@10 per mode, per half and per kind of question.
+
+Run by hand (not a test)::
+
+    .venv/bin/python bench/coding_recall.py --sessions DIR
+    .venv/bin/python bench/coding_recall.py --sessions DIR --store neo4j --neo4j-uri bolt://127.0.0.1:7687
+
+Data: Claude Code transcripts (``*.jsonl``) in ``--sessions``, kept outside the
+repository; ``bench/coding_questions.json`` names each one's public source and holds
+the questions written by reading them, each with its kind (``command``: which command
+did it; ``failure``: what failed and why; ``file``: which file, what it held;
+``decision``: why it was done so), the transcript lines (``uuid``) that answer it, and
+its half (``tune``: what ranking may be tuned on; ``check``: only reported).
+
+The sessions go through the real path: ``palimpsest.server.feeds.ingest.ingest_files``
+with Claude Code's parser into a fresh store (a SQLite file, or an emptied Neo4j
+database), then ``palimpsest.scheduler.embedding.backfill_embeddings`` with the
+built-in embedder. Each question is sent to
+``palimpsest.server.retrieval.grep.grep_memories`` in each mode, ``--k`` hits (10); a hit
+answers for its ``source_id`` and, when it carries a tool call with its result, for
+the other half's too (``paired_source_id``). The score of a question is the share of
+its evidence lines among those hits. The baseline is plain BM25 (``rank-bm25``,
+from the ``bench`` extra) over the stored contents, lower-cased words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.models import Message
+from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.embedders import make_embedder
+from palimpsest.scheduler.embedding import backfill_embeddings
+from palimpsest.server.feeds.ingest import ingest_files
+from palimpsest.server.retrieval.grep import GrepMode, grep_memories
+
+QUESTIONS = Path(__file__).with_name("coding_questions.json")
+MODES: tuple[GrepMode, ...] = ("text", "hybrid")
+HALVES = ("tune", "check")
+KINDS = ("command", "failure", "file", "decision")
+PARTITION = "claude"
+BM25 = "baseline: BM25 (rank-bm25)"
+_WORD = re.compile(r"\w+")
+_NEO4J_WIPE = "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS"
+
+
+async def open_fresh_store(kind: str, neo4j_uri: str | None, directory: Path) -> MemoryStore:
+    """An empty, initialized store: a new SQLite file, or the Neo4j database at ``neo4j_uri`` wiped."""
+    if kind == "neo4j":
+        if neo4j_uri is None:
+            raise SystemExit("--store neo4j needs --neo4j-uri")
+        import neo4j
+
+        async with neo4j.AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
+            async with driver.session() as session:
+                await (await session.run(_NEO4J_WIPE)).consume()
+        store = open_store(neo4j_uri, Neo4jCredentials())
+    else:
+        store = open_store(f"sqlite:///{directory / 'coding.db'}")
+    await store.initialize()
+    return store
+
+
+async def every_message(store: MemoryStore) -> list[Message]:
+    """Every stored message of the partition, for the BM25 baseline."""
+    messages: list[Message] = []
+    for thread in await store.list_threads(PARTITION, limit=10_000):
+        messages += await store.get_messages(PARTITION, thread.id)
+    return messages
+
+
+def bm25_ranking(messages: Sequence[Message], query: str) -> list[str]:
+    """Plain BM25 (rank-bm25's Okapi) over the stored contents: source ids, best first."""
+    from rank_bm25 import BM25Okapi
+
+    index = BM25Okapi([_WORD.findall(message.content.lower()) or [""] for message in messages])
+    scores = index.get_scores(_WORD.findall(query.lower()))
+    order = sorted(range(len(messages)), key=lambda at: -scores[at])
+    return [messages[at].source_id for at in order]
+
+
+def recall_at_k(evidence: Sequence[str], found: Sequence[set[str]], k: int) -> float:
+    """The share of the evidence lines among the first ``k`` hits, each hit standing for its ids."""
+    seen = set().union(*found[:k]) if found else set()
+    return sum(line in seen for line in evidence) / len(evidence)
+
+
+async def evaluate(args: argparse.Namespace, console: Console) -> dict[str, dict[tuple[str, str], list[float]]]:
+    """Per method, per (half, kind), the question scores."""
+    questions = json.loads(args.questions.read_text())["questions"]
+    embedder = make_embedder(args.embedder)
+    if embedder is None:
+        raise SystemExit("--embedder must name a model: the hybrid mode needs one")
+    scores: dict[str, dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    with tempfile.TemporaryDirectory(prefix="palimpsest-coding-") as scratch:
+        store = await open_fresh_store(args.store, args.neo4j_uri, Path(scratch))
+        try:
+            report = await ingest_files(store, [args.sessions], partition=PARTITION, format="claude")
+            embedded = await backfill_embeddings(store, embedder)
+            console.print(f"ingested {report.messages} messages from {len(report.files)} files; {embedded} vectors")
+            messages = await every_message(store)
+            for question in questions:
+                cell = (question["half"], question["kind"])
+                if not args.no_bm25:
+                    ranking = bm25_ranking(messages, question["question"])
+                    found_ids = [{found} for found in ranking]
+                    scores[BM25][cell].append(recall_at_k(question["evidence"], found_ids, args.k))
+                for mode in args.modes:
+                    result = await grep_memories(
+                        store, question["question"], partition=PARTITION, mode=mode, kinds=("message",), limit=args.k,
+                        embedder=embedder,
+                    )  # fmt: skip
+                    found = [{hit.source_id, getattr(hit, "paired_source_id", None)} - {None} for hit in result.hits]
+                    scores[mode][cell].append(recall_at_k(question["evidence"], found, args.k))  # type: ignore[arg-type]
+        finally:
+            await store.close()
+    return scores
+
+
+def mean(values: Sequence[float]) -> str:
+    return f"{100 * sum(values) / len(values):.1f}" if values else "-"
+
+
+def render(scores: dict[str, dict[tuple[str, str], list[float]]], k: int) -> Table:
+    """One row per method: recall@k % per half, then per kind over both halves."""
+    table = Table(title=f"Coding sessions: evidence recall@{k} %")
+    for column in ("method", *HALVES, *KINDS, "n"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    for method, cells in scores.items():
+        halves = [mean([s for (half, _), values in cells.items() if half == h for s in values]) for h in HALVES]
+        kinds = [mean([s for (_, kind), values in cells.items() if kind == k for s in values]) for k in KINDS]
+        count = sum(len(values) for values in cells.values())
+        table.add_row(method, *halves, *kinds, str(count))
+    return table
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=Path, required=True, help="folder of the Claude Code transcripts")
+    parser.add_argument("--questions", type=Path, default=QUESTIONS, help="the question set")
+    parser.add_argument("--store", choices=("sqlite", "neo4j"), default="sqlite")
+    parser.add_argument("--neo4j-uri", default=os.environ.get("NEO4J_URI"), help="bolt://HOST:PORT (its data is wiped)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated grep_memories modes")
+    parser.add_argument("--embedder", default="builtin:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
+    parser.add_argument("--k", type=int, default=10, help="hits looked at per question")
+    parser.add_argument("--no-bm25", action="store_true", help="leave out the BM25 baseline (no bench extra)")
+    args = parser.parse_args(argv)
+    args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    if not args.sessions.is_dir():
+        parser.error(f"no folder at {args.sessions}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    console = Console()
+    console.print(render(asyncio.run(evaluate(args, console)), args.k))
+
+
+if __name__ == "__main__":
+    main()

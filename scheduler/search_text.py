@@ -1,0 +1,187 @@
+"""What a tool call or a tool result is about, in words, for the embedder: derived, never stored.
+
+A coding session's tool call is stored as the agent wrote it, ``Bash {"command": "mix
+format --check-formatted 2>&1", "description": "Check formatting"}``, and its result as
+the tool's raw output, often thousands of lines of which the embedder reads the first
+256 tokens. A later question asks "which command checked the formatting?" or "why was
+the commit rejected?": it meets the call through its purpose and the result through
+how it ended, neither of which that raw text puts first. So what is embedded for them
+is a text written for search, while the stored content stays byte-exact:
+
+- a call: its stated purpose (the input's ``description``), then the tool and each of
+  its short inputs in words (``Bash command: mix format --check-formatted``, ``Edit
+  file: lib/app.ex``);
+- a result: the purpose and command of the call it answers (found in the thread,
+  `other_half`), its exit status (``Exit code 1``, or failed when the feed marked it
+  ``is_error``), then its salient lines (errors, failures, counts such as "3 failed,
+  12 passed"), its first lines and its last ones.
+
+Every other message, summary and fact is embedded as its text. The full-text indexes
+still index the stored content only: indexing this text there too would need a new
+column (SQLite) or property (Neo4j) and a rebuilt index on both stores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from palimpsest.graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, Message, MessageRef, Role
+from palimpsest.graph_schema.store import MemoryStore
+
+#: Messages after a call (before a result) in which its other half is looked for: a
+#: result follows its call closely, a turn's parallel calls all coming first.
+PAIR_WINDOW = 16
+#: Messages looked at first, the rest of the window only when the other half is not among them.
+PAIR_NEAR = 3
+#: Characters of one input value or one output line kept.
+VALUE_CHARS = 300
+#: Lines a result's text keeps from its start, and from its end.
+HEAD_LINES = 4
+TAIL_LINES = 4
+#: Salient lines a result's text keeps at most.
+SALIENT_LINES = 8
+#: Inputs said first, in this order, with these words; any other string input follows.
+INPUT_WORDS = {
+    "command": "command",
+    "file_path": "file",
+    "notebook_path": "notebook",
+    "path": "path",
+    "pattern": "pattern",
+    "glob": "files",
+    "url": "URL",
+    "query": "query",
+    "skill": "skill",
+    "subagent_type": "agent",
+    "prompt": "prompt",
+    "old_string": "replacing",
+    "new_string": "with",
+    "content": "content",
+}
+#: A line that says how a run went: an error, a failure, a refusal, a count of results.
+SALIENT = re.compile(
+    r"\b(?:error|errors|failed|failure|failures|fail|fatal|exception|traceback|panic|abort(?:ed)?|"
+    r"denied|rejected|refused|forbidden|not found|no such|cannot|can't|unable|invalid|missing|"
+    r"warning|conflict|timed? ?out|\d+ (?:passed|failed|errors?|tests?|warnings?|files?|skipped))\b",
+    re.IGNORECASE,
+)
+_EXIT_CODE = re.compile(r"\AExit code (\d+)")
+
+
+def is_call(ref: MessageRef) -> bool:
+    """Whether a message is a tool call: an assistant message whose metadata says so (every feed writes
+    ``kind: tool_use`` or a ``tool_name`` on one)."""
+    return ref.role is Role.assistant and (ref.metadata.get("kind") == "tool_use" or "tool_name" in ref.metadata)
+
+
+async def other_half(store: MemoryStore, ref: MessageRef) -> tuple[Message | None, Message | None]:
+    """A call or result as stored, and the result it got (after it) or the call it answers (before it).
+
+    Reads the ``PAIR_NEAR`` messages next to it first (a result most often follows its
+    call at once), then, only if the other half is not there, the rest of
+    ``PAIR_WINDOW``: tool outputs can be large, and most searches hit lone pairs.
+    ``(None, None)`` when the message is gone, ``(message, None)`` when its other half
+    is not within reach.
+    """
+    before = ref.role is Role.tool
+    own: Message | None = None
+    for near, far in ((0, PAIR_NEAR), (PAIR_NEAR + 1, PAIR_WINDOW)):
+        if before:
+            first, last = max(0, ref.seq - far), ref.seq - near
+        else:
+            first, last = ref.seq + near, ref.seq + far
+        if last < first:
+            break
+        window = await store.get_messages(ref.partition, ref.thread_id, first_seq=first, last_seq=last)
+        if own is None:
+            mine = window[-1:] if before else window[:1]
+            if not mine or mine[0].id != ref.id:
+                return None, None
+            own = mine[0]
+            if own.tool_call_id is None:
+                return own, None
+        others = reversed(window) if before else window
+        other_role = Role.assistant if before else Role.tool
+        found = next((m for m in others if m.role is other_role and m.tool_call_id == own.tool_call_id), None)
+        if found is not None:
+            return own, found
+    return own, None
+
+
+def _clip(text: str, chars: int = VALUE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def call_text(content: str, tool_name: str | None = None) -> str | None:
+    """A call ``Name {json input}`` in words: its purpose, then its tool and inputs; None if not that shape."""
+    name, _, rendered = content.partition(" ")
+    try:
+        arguments = json.loads(rendered)
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    tool = tool_name or name
+    parts: list[str] = []
+    description = arguments.get("description")
+    if isinstance(description, str) and description.strip():
+        parts.append(_clip(description).rstrip(".") + ".")
+    keys = [key for key in INPUT_WORDS if key in arguments] + [key for key in arguments if key not in INPUT_WORDS]
+    said = [
+        f"{tool} {INPUT_WORDS.get(key, key.replace('_', ' '))}: {_clip(value)}."
+        for key in keys
+        if key != "description" and isinstance(value := arguments[key], str) and value.strip()
+    ]
+    return " ".join([*parts, *(said or [f"{tool} {_clip(rendered)}."])])
+
+
+def result_text(content: str, call: str | None = None, *, tool_name: str | None = None, is_error: bool = False) -> str:
+    """A result in words: what it answers (``call``, the call's content), how it ended, its salient, first and
+    last lines."""
+    parts: list[str] = []
+    purpose = call_text(call, tool_name) if call is not None else None
+    if purpose:
+        parts.append(f"Result of: {purpose}")
+    code = _EXIT_CODE.match(content)
+    if code is not None:
+        parts.append(f"Exit code {code.group(1)}{', failed' if code.group(1) != '0' else ''}.")
+    elif is_error:
+        parts.append("Failed with an error.")
+    lines = [line.strip() for line in content.splitlines() if line.strip()]
+    salient = [line for line in lines if SALIENT.search(line)][:SALIENT_LINES]
+    kept = dict.fromkeys([*salient, *lines[:HEAD_LINES], *lines[-TAIL_LINES:]])
+    parts += [_clip(line) for line in kept]
+    return "\n".join(parts)[:MAX_EMBED_CHARS]
+
+
+async def search_texts(store: MemoryStore, todo: Sequence[EmbeddingTodo]) -> list[str]:
+    """The text to embed for each node: the derived text of a call or result, else the node's own.
+
+    One `MemoryStore.message_refs` read for the batch's messages, then one bounded
+    thread read (`other_half`) per result, which also gives the result whole (a todo's
+    text is cut at ``MAX_EMBED_CHARS``, and a result's last lines are often what
+    matter).
+    """
+    messages = [item.id for item in todo if item.kind == "message"]
+    refs = {ref.id: ref for ref in await store.message_refs(None, messages)} if messages else {}
+    texts: list[str] = []
+    for item in todo:
+        ref = refs.get(item.id)
+        text = item.text
+        if ref is not None and is_call(ref):
+            tool_name = ref.metadata.get("tool_name")
+            text = call_text(item.text, tool_name if isinstance(tool_name, str) else None) or item.text
+        elif ref is not None and ref.role is Role.tool:
+            own, call = await other_half(store, ref)
+            whole = own.content if own is not None else item.text
+            called = call.metadata.get("tool_name") if call is not None else None
+            text = result_text(
+                whole,
+                call.content if call is not None else None,
+                tool_name=called if isinstance(called, str) else None,
+                is_error=ref.metadata.get("is_error") is True,
+            )
+        texts.append(text)
+    return texts
