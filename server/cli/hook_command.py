@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -162,6 +161,8 @@ def start_follow_up(call: HookCall, payload: str) -> bool:
         Whether it started. A follow-up that cannot start (no process left, say) is no
         error of the hook: the conversation's next hook call reads what it would have.
     """
+    import subprocess
+
     args = [sys.executable, "-m", FOLLOW_UP_MODULE, call.agent]
     for flag, value in (("--partition", call.partition), ("--store", call.store)):
         if value is not None:
