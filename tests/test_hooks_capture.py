@@ -143,21 +143,25 @@ def test_codex_injected_messages_are_kept_marked_and_left_out_of_the_start_memor
 # -- a transcript never written, or written late ---------------------------------------------------
 
 
+def real_hook(
+    store_url: str, payload: dict[str, Any], *, partition: str | None = None, follow_up: str | None = None
+) -> None:
+    """``palimpsest hook claude`` as Claude Code runs it: a process of its own, which returns at once, silent."""
+    env = {key: value for key, value in os.environ.items() if key not in CLEAN_ENV}
+    if follow_up is not None:
+        env["PALIMPSEST_HOOK_FOLLOW_UP"] = follow_up
+    args = [str(PALIMPSEST), "hook", "claude", "--store", store_url]
+    if partition is not None:
+        args += ["--partition", partition]
+    done = subprocess.run(args, input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
 @pytest.mark.parametrize("event", ["SessionEnd", "Stop", "PreCompact"])
 def test_a_hook_for_a_transcript_never_written_exits_0_and_prints_nothing(tmp_path: Path, event: str) -> None:
     # Claude Code fires SessionEnd (and can fire Stop) on every `claude mcp list`: run as it runs it.
     url = f"sqlite:///{tmp_path / 'm.db'}"
-    payload = {**claude_payload(tmp_path / "never-written.jsonl", event), "reason": "other"}
-    env = {key: value for key, value in os.environ.items() if key not in CLEAN_ENV}
-    done = subprocess.run(
-        [str(PALIMPSEST), "hook", "claude", "--store", url],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    real_hook(url, {**claude_payload(tmp_path / "never-written.jsonl", event), "reason": "other"})
     assert thread_ids(url) == []
 
 
@@ -174,21 +178,6 @@ def follow_ups(partition: str) -> list[int]:
     return found
 
 
-def real_hook(store_url: str, partition: str, payload: dict[str, Any], follow_up: str) -> None:
-    """``palimpsest hook claude`` as Claude Code runs it: a process of its own, which returns at once."""
-    env = {key: value for key, value in os.environ.items() if key not in CLEAN_ENV}
-    env["PALIMPSEST_HOOK_FOLLOW_UP"] = follow_up
-    done = subprocess.run(
-        [str(PALIMPSEST), "hook", "claude", "--store", store_url, "--partition", partition],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-
-
 def test_a_late_transcript_is_caught_up_by_the_follow_up_and_replaying_adds_nothing(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -202,7 +191,7 @@ def test_a_late_transcript_is_caught_up_by_the_follow_up_and_replaying_adds_noth
         return len(found) if found == contents[: len(found)] and len(found) == len(contents) else None
 
     # Stop before the transcript exists: nothing to store yet, the follow-up waits for it.
-    real_hook(store_url, partition, claude_payload(transcript), "on")
+    real_hook(store_url, claude_payload(transcript), partition=partition, follow_up="on")
     assert follow_ups(partition), "the Stop left no follow-up behind"
     append_jsonl(transcript, lines)
     wait_until(count, 30, "the follow-up stored the transcript written after Stop")
@@ -214,7 +203,7 @@ def test_a_late_transcript_is_caught_up_by_the_follow_up_and_replaying_adds_noth
         claude_record("assistant", "a9", "expires_at is compared in local time; it must be UTC.", 185, "u9"),
     ]
     append_jsonl(transcript, more[:1])
-    real_hook(store_url, partition, claude_payload(transcript), "on")
+    real_hook(store_url, claude_payload(transcript), partition=partition, follow_up="on")
     append_jsonl(transcript, more[1:])
     contents += [line["message"]["content"][0]["text"] for line in more]
     wait_until(count, 30, "the follow-up stored the answer written after Stop")
@@ -222,7 +211,7 @@ def test_a_late_transcript_is_caught_up_by_the_follow_up_and_replaying_adds_noth
 
     ids = [m.id for m in stored(store_url, partition, CLAUDE_SESSION)]
     for event in ("Stop", "SessionEnd"):
-        real_hook(store_url, partition, claude_payload(transcript, event), "off")
+        real_hook(store_url, claude_payload(transcript, event), partition=partition, follow_up="off")
     assert [m.id for m in stored(store_url, partition, CLAUDE_SESSION)] == ids
 
 
