@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from palimpsest.graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, Message, MessageRef, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.session_facts import clip
 
 #: Messages after a call (before a result) in which its other half is looked for: a
 #: result follows its call closely, a turn's parallel calls all coming first.
@@ -109,11 +110,6 @@ async def other_half(store: MemoryStore, ref: MessageRef) -> tuple[Message | Non
     return own, None
 
 
-def _clip(text: str, chars: int = VALUE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= chars else text[: chars - 1] + "…"
-
-
 def call_text(content: str, tool_name: str | None = None) -> str | None:
     """A call ``Name {json input}`` in words: its purpose, then its tool and inputs; None if not that shape."""
     name, _, rendered = content.partition(" ")
@@ -127,14 +123,14 @@ def call_text(content: str, tool_name: str | None = None) -> str | None:
     parts: list[str] = []
     description = arguments.get("description")
     if isinstance(description, str) and description.strip():
-        parts.append(_clip(description).rstrip(".") + ".")
+        parts.append(clip(description, VALUE_CHARS).rstrip(".") + ".")
     keys = [key for key in INPUT_WORDS if key in arguments] + [key for key in arguments if key not in INPUT_WORDS]
     said = [
-        f"{tool} {INPUT_WORDS.get(key, key.replace('_', ' '))}: {_clip(value)}."
+        f"{tool} {INPUT_WORDS.get(key, key.replace('_', ' '))}: {clip(value, VALUE_CHARS)}."
         for key in keys
         if key != "description" and isinstance(value := arguments[key], str) and value.strip()
     ]
-    return " ".join([*parts, *(said or [f"{tool} {_clip(rendered)}."])])
+    return " ".join([*parts, *(said or [f"{tool} {clip(rendered, VALUE_CHARS)}."])])
 
 
 def result_text(content: str, call: str | None = None, *, tool_name: str | None = None, is_error: bool = False) -> str:
@@ -152,7 +148,7 @@ def result_text(content: str, call: str | None = None, *, tool_name: str | None 
     lines = [line.strip() for line in content.splitlines() if line.strip()]
     salient = [line for line in lines if SALIENT.search(line)][:SALIENT_LINES]
     kept = dict.fromkeys([*salient, *lines[:HEAD_LINES], *lines[-TAIL_LINES:]])
-    parts += [_clip(line) for line in kept]
+    parts += [clip(line, VALUE_CHARS) for line in kept]
     return "\n".join(parts)[:MAX_EMBED_CHARS]
 
 
