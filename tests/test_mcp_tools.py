@@ -119,7 +119,7 @@ async def test_append_grep_and_stats(server: FastMCP, backend: str) -> None:
     async with client(server) as session:
         first = await call(session, "append_messages", thread_id="t-1", messages=messages, project="api")
         again = await call(session, "append_messages", thread_id="t-1", messages=messages)
-        words = await call(session, "grep_memories", query="zebra")
+        words = await call(session, "grep_memories", query="zebra", mode="text")
         pattern = await call(session, "grep_memories", query=r"rotate-\w+ with", mode="regex")
         stats = await call(session, "memory_stats")
     assert first["partition"] == "claude"
@@ -144,13 +144,13 @@ async def test_compact_then_describe_expand_and_dag(server: FastMCP) -> None:
         compacted = await call(session, "compact_thread", thread_id="t-c")
         again = await call(session, "compact_thread", thread_id="t-c")
         dag = await call(session, "get_summary_dag", thread_id="t-c")
-        hits = (await call(session, "grep_memories", query="vault.hcl", kinds=["message"]))["hits"]
+        hits = (await call(session, "grep_memories", query="vault.hcl", kinds=["message"], mode="text"))["hits"]
         [hit] = hits
         lowest = hit["covered_by"][0]
         by_regex = await call(
             session, "grep_memories", query=r"staging password policy lives in ops/\w+\.hcl", mode="regex"
         )
-        summary_hits = (await call(session, "grep_memories", query="vault.hcl", kinds=["summary"]))["hits"]
+        summary_hits = (await call(session, "grep_memories", query="vault.hcl", kinds=["summary"], mode="text"))["hits"]
         described = await call(session, "describe_summary", summary_id=lowest)
         top = hit["covered_by"][-1]
         expanded: list[dict[str, Any]] = []

@@ -100,7 +100,7 @@ async def test_the_append_tool_stores_marks_and_counts_them(
         await call(session, "append_messages", thread_id="t", messages=[{"role": "user", "content": secret_text}])
         stats = await call(session, "memory_stats")
         assert stats["secrets_redacted"] == 2
-        found = await call(session, "grep_memories", query="IOSFODNN7EXAMPLE hunter2")
+        found = await call(session, "grep_memories", query="IOSFODNN7EXAMPLE hunter2", mode="text")
         assert found["hits"] == []
         monkeypatch.setenv("PALIMPSEST_REDACT", "off")
         await call(session, "append_messages", thread_id="t", messages=[{"role": "user", "content": secret_text}])
