@@ -415,8 +415,18 @@ class MaintenanceCycle(_Model):
 
 # -- semantic search: what is waiting for a vector --------------------------------------
 
-#: Characters of a node's text handed to an embedder; models read far fewer (MiniLM ~1000).
+#: Characters of a node's text handed to an embedder, in `EMBED_PIECE_CHARS` windows.
 MAX_EMBED_CHARS = 8192
+#: Characters of one window of a long text embedded as its own vector (a piece): what
+#: all-MiniLM-L6-v2's 256 word pieces read of prose and most code (about 3 characters a
+#: word piece). A text this long or shorter (every LoCoMo turn) gets exactly one vector.
+EMBED_PIECE_CHARS = 800
+#: Characters each window shares with the one before, so a sentence cut by a window's
+#: end, or past what the model read of a dense window, is whole in the next one.
+EMBED_PIECE_OVERLAP = 200
+#: Vectors of one node at most: 8,192 characters take 14 windows; the cap bounds what a
+#: node costs to embed, store and search to what 16 short messages cost.
+MAX_EMBED_PIECES = 16
 
 
 class EmbeddingTodo(NamedTuple):

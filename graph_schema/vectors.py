@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.models import MAX_EMBED_PIECES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -67,6 +68,23 @@ def unit_vectors(vectors: Sequence[Sequence[float]], dimensions: int) -> np.ndar
     if not (norms > 0).all():
         raise InvalidInput(f"vector {int(np.argmin(norms > 0))} is all zeros: it has no direction")
     return (matrix / norms[:, None]).astype(np.float32)
+
+
+def node_pieces(items: Sequence[tuple[str, Sequence[float]]]) -> dict[str, list[Sequence[float]]]:
+    """`set_embeddings`' items as each node's vectors, its pieces in the order given.
+
+    Raises:
+        InvalidInput: if a node is given more than ``MAX_EMBED_PIECES`` vectors.
+    """
+    nodes: dict[str, list[Sequence[float]]] = {}
+    for node_id, vector in items:
+        nodes.setdefault(node_id, []).append(vector)
+    for node_id, vectors in nodes.items():
+        if len(vectors) > MAX_EMBED_PIECES:
+            raise InvalidInput(
+                f"node {node_id!r} was given {len(vectors)} vectors; a node has at most {MAX_EMBED_PIECES}"
+            )
+    return nodes
 
 
 def microseconds(value: datetime) -> int:

@@ -21,6 +21,7 @@ from palimpsest.graph_schema.models import EmbeddingTodo, SearchKind
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.embedders import Embedder
+from palimpsest.scheduler.pieces import pieces
 from palimpsest.scheduler.search_text import search_texts
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,14 @@ async def query_vector(store: MemoryStore, embedder: Embedder, query: str) -> li
 
 
 async def _embed(store: MemoryStore, embedder: Embedder, todo: Sequence[EmbeddingTodo]) -> int:
-    """Embed a batch, tool calls and results by what they are about (`search_texts`), and store the vectors."""
-    vectors = await embedder.embed(await search_texts(store, todo))
-    items = [(item.id, vector) for item, vector in zip(todo, vectors, strict=True)]
+    """Embed a batch, tool calls and results by what they are about (`search_texts`), and store the vectors.
+
+    A long text is embedded in windows (`pieces`), each a vector of its node.
+    """
+    cut = [(item.id, piece) for item, text in zip(todo, await search_texts(store, todo), strict=True)
+           for piece in pieces(text)]  # fmt: skip
+    vectors = await embedder.embed([piece for _, piece in cut])
+    items = [(node_id, vector) for (node_id, _), vector in zip(cut, vectors, strict=True)]
     return await store.set_embeddings(items, embedder.name)
 
 

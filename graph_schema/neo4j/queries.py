@@ -764,7 +764,7 @@ MATCH (f:Fact)
 WHERE f.partition = $partition AND ($thread_id IS NULL OR f.thread_id = $thread_id)
 OPTIONAL MATCH (f)<-[:EMBEDS]-(vector:Embedding)
 DETACH DELETE f, vector
-RETURN count(*) AS deleted
+RETURN count(DISTINCT f) AS deleted
 """
 
 RESET_FACT_CURSORS: LiteralString = """
@@ -835,7 +835,7 @@ AWAIT_VECTOR_INDEX: LiteralString = "CALL db.awaitIndex('memory_embedding', 300)
 
 ANY_EMBEDDING: LiteralString = "RETURN EXISTS { MATCH (:Embedding) } AS any"
 
-#: One Embedding node per described node, found or made by its unique node_id.
+#: Each described node's Embeddings replaced by one per vector given (its pieces, in order).
 SET_EMBEDDINGS: LiteralString = """
 UNWIND $rows AS row
 CALL (row) {
@@ -845,19 +845,37 @@ CALL (row) {
     RETURN coalesce(m, s, f) AS n
 }
 WITH row, n WHERE n IS NOT NULL
-MERGE (e:Embedding {node_id: row.id})
+CALL (n) {
+    OPTIONAL MATCH (n)<-[:EMBEDS]-(old:Embedding)
+    DETACH DELETE old
+}
+WITH row, n
+UNWIND range(0, size(row.vectors) - 1) AS piece
+CREATE (e:Embedding {node_id: row.id, piece: piece})
 SET e.kind = CASE WHEN n:Message THEN 'message' WHEN n:Summary THEN 'summary' ELSE 'fact' END,
-    e.partition = n.partition, e.thread_id = n.thread_id, e.created_at = n.created_at, e.model = $model
-MERGE (e)-[:EMBEDS]->(n)
-WITH e, row
-CALL db.create.setNodeVectorProperty(e, 'vector', row.vector)
-RETURN count(*) AS written
+    e.partition = n.partition, e.thread_id = n.thread_id, e.created_at = n.created_at, e.model = $model,
+    e.pieces = size(row.vectors)
+CREATE (e)-[:EMBEDS]->(n)
+WITH e, row, piece
+CALL db.create.setNodeVectorProperty(e, 'vector', row.vectors[piece])
+RETURN count(DISTINCT row.id) AS written
 """
 
+#: A node counts as embedded by a vector of the model, unless that vector is of a long
+#: text's head only (written before pieces: no ``pieces``).
 _NO_VECTOR: LiteralString = """
     AND ($partition IS NULL OR n.partition = $partition)
-    AND NOT EXISTS { MATCH (n)<-[:EMBEDS]-(e:Embedding) WHERE e.model = $model }
+    AND NOT EXISTS {
+        MATCH (n)<-[:EMBEDS]-(e:Embedding)
+        WHERE e.model = $model AND (e.pieces IS NOT NULL OR size(n.text_field) <= $piece_chars)
+    }
 """
+
+
+def _no_vector(text: LiteralString) -> LiteralString:
+    """`_NO_VECTOR` for a label whose text is the property ``text``."""
+    head, _, tail = _NO_VECTOR.partition("text_field")
+    return head + text + tail
 
 
 def _missing(label: LiteralString, text: LiteralString) -> LiteralString:
@@ -866,7 +884,7 @@ def _missing(label: LiteralString, text: LiteralString) -> LiteralString:
         "MATCH (n:"
         + label
         + ")\nWHERE n.id > $after"
-        + _NO_VECTOR
+        + _no_vector(text)
         + "RETURN n.id AS id, left(n."
         + text
         + ", $chars) AS text\nORDER BY n.id\nLIMIT $limit"
@@ -879,7 +897,7 @@ def _missing_among(label: LiteralString, text: LiteralString) -> LiteralString:
         "UNWIND $ids AS id\nMATCH (n:"
         + label
         + " {id: id})\nWHERE n.id > $after"
-        + _NO_VECTOR
+        + _no_vector(text)
         + "RETURN n.id AS id, left(n."
         + text
         + ", $chars) AS text\nORDER BY n.id\nLIMIT $limit"
@@ -906,11 +924,15 @@ _VECTOR_FILTERS: LiteralString = """
 """
 
 #: Exact cosine (Neo4j's functions give (1 + cos) / 2; the index's own scores are of
-#: quantized vectors), best first, ties by node id; only the best few are then joined to
-#: the node they describe, for what a hit shows.
+#: quantized vectors), best first, ties by node id; each node once, by its best piece
+#: (the best ``$limit`` nodes are among the best ``$limit * $max_pieces`` vectors); only
+#: the best few are then joined to the node they describe, for what a hit shows.
 _RANKED: LiteralString = """
 WITH e, 2 * vector.similarity.cosine(e.vector, $vector) - 1 AS score
 ORDER BY score DESC, e.node_id
+LIMIT $limit * $max_pieces
+WITH e.node_id AS node_id, max(score) AS score, collect(e)[0] AS e
+ORDER BY score DESC, node_id
 LIMIT $limit
 MATCH (e)-[:EMBEDS]->(n)
 """
@@ -1022,9 +1044,13 @@ WHERE NOT EXISTS { MATCH (:Fact)-[:SUPERSEDES]->(old) }
 CREATE (new)-[:SUPERSEDES]->(old)
 """
 
+#: A node's pieces in order (a vector written before pieces has none: it is piece 0).
 READ_EMBEDDINGS: LiteralString = """
 UNWIND $ids AS id
-MATCH (e:Embedding {node_id: id})
+CALL (id) {
+    MATCH (e:Embedding {node_id: id})
+    RETURN e ORDER BY coalesce(e.piece, 0)
+}
 RETURN e.node_id AS node_id, e.model AS model, e.vector AS vector
 """
 

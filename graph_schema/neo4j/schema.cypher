@@ -42,11 +42,15 @@ CREATE RANGE INDEX maintenance_cycle_started IF NOT EXISTS FOR (c:MaintenanceCyc
 CREATE RANGE INDEX fact_partition_subject IF NOT EXISTS FOR (f:Fact) ON (f.partition, f.subject);
 CREATE RANGE INDEX fact_thread IF NOT EXISTS FOR (f:Fact) ON (f.thread_id);
 
-// Semantic search: one (:Embedding)-[:EMBEDS]->(node) per embedded node, found by the
-// node's id; a thread's or a partition's vectors ranked exactly without the index. The
-// vector index itself (memory_embedding) is created by ensure_vector_index, which knows
-// the embedder's vector size.
-CREATE CONSTRAINT embedding_node IF NOT EXISTS FOR (e:Embedding) REQUIRE e.node_id IS UNIQUE;
+// Semantic search: one (:Embedding)-[:EMBEDS]->(node) per piece (window) of an embedded
+// node's text, found by the node's id; a thread's or a partition's vectors ranked exactly
+// without the index. The vector index itself (memory_embedding) is created by
+// ensure_vector_index, which knows the embedder's vector size. A node had one Embedding
+// before long texts were cut in pieces (unique node_id); those stay, as piece 0 of an
+// unknown count (no piece, no pieces), until the backfill embeds a long one again.
+DROP CONSTRAINT embedding_node IF EXISTS;
+CREATE CONSTRAINT embedding_piece IF NOT EXISTS FOR (e:Embedding) REQUIRE (e.node_id, e.piece) IS UNIQUE;
+CREATE RANGE INDEX embedding_node_id IF NOT EXISTS FOR (e:Embedding) ON (e.node_id);
 CREATE RANGE INDEX embedding_thread IF NOT EXISTS FOR (e:Embedding) ON (e.thread_id);
 CREATE RANGE INDEX embedding_partition IF NOT EXISTS FOR (e:Embedding) ON (e.partition);
 

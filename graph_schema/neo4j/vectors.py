@@ -1,7 +1,8 @@
 """Semantic and hybrid search on Neo4j: embeddings, the vector index and message refs.
 
-Vectors live on ``(:Embedding)-[:EMBEDS]->(node)`` nodes indexed by the
-``memory_embedding`` vector index. The index gives approximate candidates before the
+Vectors live on ``(:Embedding)-[:EMBEDS]->(node)`` nodes, one per piece of a long
+text, indexed by the ``memory_embedding`` vector index; a node is found once, by its
+best piece. The index gives approximate candidates before the
 partition, kind and time filters apply, so `Neo4jVectors.vector_search` widens its
 candidate count until enough pass, and ranks exactly past ``CANDIDATES_MAX``
 (`Neo4jBase._top_hits`).
@@ -16,7 +17,9 @@ from typing import Any
 
 from palimpsest.graph_schema.errors import Conflict
 from palimpsest.graph_schema.models import (
+    EMBED_PIECE_CHARS,
     MAX_EMBED_CHARS,
+    MAX_EMBED_PIECES,
     REF_OPENING_CHARS,
     EmbeddingTodo,
     MessageRef,
@@ -27,7 +30,7 @@ from palimpsest.graph_schema.models import (
 from palimpsest.graph_schema.neo4j import queries as q
 from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, epoch_us
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, unique_ids
-from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, unit_vectors
+from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, node_pieces, unit_vectors
 
 
 def _message_ref(row: dict[str, Any]) -> MessageRef:
@@ -82,14 +85,16 @@ class Neo4jVectors(Neo4jBase):
         self._vectors.settle(dimensions, model)
 
     async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
-        """MERGE each node's Embedding and set its vector, in one transaction (see `MemoryStore`)."""
+        """Replace each node's Embeddings by one per piece, in one transaction (see `MemoryStore`)."""
         dimensions, _ = self._vectors.require()
         self._vectors.check_model(model)
-        latest = dict(items)
+        latest = node_pieces(items)
         if not latest:
             return 0
-        matrix = unit_vectors(list(latest.values()), dimensions)
-        rows = [{"id": node_id, "vector": matrix[index].tolist()} for index, node_id in enumerate(latest)]
+        matrix = iter(unit_vectors([vector for vectors in latest.values() for vector in vectors], dimensions))
+        rows = [
+            {"id": node_id, "vectors": [next(matrix).tolist() for _ in vectors]} for node_id, vectors in latest.items()
+        ]
         (written,) = await self._query(q.SET_EMBEDDINGS, write=True, rows=rows, model=model)
         return int(written["written"])
 
@@ -115,6 +120,7 @@ class Neo4jVectors(Neo4jBase):
             "after": after or "",
             "limit": limit,
             "chars": MAX_EMBED_CHARS,
+            "piece_chars": EMBED_PIECE_CHARS,
             "ids": list(ids or []),
         }
         todo: list[EmbeddingTodo] = []
@@ -177,6 +183,7 @@ class Neo4jVectors(Neo4jBase):
             "until": aware(until),
             "limit": limit,
             "chars": SNIPPET_CHARS + 1,
+            "max_pieces": MAX_EMBED_PIECES,
         }
         if thread_id is not None:
             rows = [row["hit"] for row in await self._query(q.VECTOR_SEARCH_THREAD, **params)]

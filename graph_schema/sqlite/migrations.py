@@ -16,6 +16,11 @@ nothing. The changes so far:
 - The index ``embeddings_by_partition`` dropped: no query uses it (vector searches
   read the files beside the database; the table is read by model and pk), and every
   vector written paid for it.
+- ``embeddings`` keyed by (node_id, piece) instead of node_id, with ``pieces``, so a
+  long text has a vector per window: rebuilt in one transaction, pks and vectors kept
+  (the vector files beside the database stay valid) and the AUTOINCREMENT counter too
+  (a pk is never reused). Its rows become piece 0 with ``pieces`` NULL: vectors of a
+  text's head, which the embedding backfill makes again for long texts.
 """
 
 from __future__ import annotations
@@ -42,6 +47,20 @@ def migrate(conn: sqlite3.Connection, schema: str) -> None:
         _rekey(conn, schema)
     if positions_missing:
         move_legacy_positions(conn, schema)
+    if _columns(conn, "embeddings") and "piece" not in _columns(conn, "embeddings"):
+        _rebuild_embeddings(conn, schema)
+
+
+def _rebuild_embeddings(conn: sqlite3.Connection, schema: str) -> None:
+    """Move ``embeddings`` into a table of today's shape under its name, in one transaction."""
+    try:
+        conn.executescript(
+            f"BEGIN IMMEDIATE;\n{q.MIGRATION_EMBEDDINGS_ASIDE}\n{schema}\n{q.MIGRATION_EMBEDDINGS_COPY}\nCOMMIT;"
+        )
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _rekey(conn: sqlite3.Connection, schema: str) -> None:

@@ -413,23 +413,36 @@ SELECT id, 'fact', partition, thread_id, created_at FROM facts WHERE id IN {IN_I
 #: REPLACE would delete it without firing the trigger).
 DELETE_EMBEDDINGS = f"DELETE FROM embeddings WHERE node_id IN {IN_IDS}"
 SET_EMBEDDING = """
-INSERT INTO embeddings (node_id, kind, partition, thread_id, created_us, model, vector)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO embeddings (node_id, piece, pieces, kind, partition, thread_id, created_us, model, vector)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
-# Nodes without a vector of the model, in id order from a cursor (the id index gives the
-# order), or among given ids. {table}/{text} are fixed per kind below, never input.
-_MISSING = """
+# Nodes without a vector of the model, or whose only vector is of a long text's head
+# (written before pieces: ``pieces`` NULL), in id order from a cursor (the id index gives
+# the order), or among given ids. {table}/{text} are fixed per kind below, never input.
+_EMBEDDED = """NOT EXISTS (
+    SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.piece = 0 AND e.model = :model
+      AND (e.pieces IS NOT NULL OR length(n.{text}) <= :piece_chars)
+  )"""
+_MISSING = (
+    """
 SELECT id, substr({text}, 1, :chars) FROM {table} AS n
 WHERE id > :after AND (:partition IS NULL OR partition = :partition)
-  AND NOT EXISTS (SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.model = :model)
+  AND """
+    + _EMBEDDED
+    + """
 ORDER BY id LIMIT :limit
 """
-_MISSING_AMONG = f"""
+)
+_MISSING_AMONG = (
+    f"""
 SELECT id, substr({{text}}, 1, :chars) FROM {{table}} AS n
 WHERE id IN {IN_IDS} AND id > :after AND (:partition IS NULL OR partition = :partition)
-  AND NOT EXISTS (SELECT 1 FROM embeddings AS e WHERE e.node_id = n.id AND e.model = :model)
+  AND """
+    + _EMBEDDED
+    + """
 ORDER BY id LIMIT :limit
 """
+)
 _TEXTS = {"message": ("messages", "content"), "summary": ("summaries", "text"), "fact": ("facts", "text")}
 MISSING_EMBEDDINGS = {kind: _MISSING.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
 MISSING_EMBEDDINGS_AMONG = {kind: _MISSING_AMONG.format(table=t, text=c) for kind, (t, c) in _TEXTS.items()}
@@ -443,7 +456,7 @@ DELETED_PK = "SELECT 1 FROM embedding_deletions WHERE pk = :pk LIMIT 1"
 EMBEDDING_UP_TO = "SELECT 1 FROM embeddings WHERE model = :model AND pk <= :pk LIMIT 1"
 #: One vector by pk: the cache's last row is compared with it on a process's first open.
 EMBEDDING_VECTOR = "SELECT vector FROM embeddings WHERE pk = :pk AND model = :model"
-#: The node of each pk the cache ranked first (``:ids`` holds the pks).
+#: The node of each pk the cache ranked first (``:ids`` holds the pks): a node's pieces share it.
 EMBEDDING_NODES = f"SELECT pk, node_id FROM embeddings WHERE pk IN {IN_IDS}"
 # What a semantic hit shows, per kind, for the ids the matrix ranked first.
 VECTOR_HITS = {
@@ -528,6 +541,25 @@ INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
 """
 THREAD_KEY = "SELECT name FROM pragma_table_info('threads') WHERE pk > 0"
+#: Files from before a node had a vector per piece: ``embeddings`` renamed aside (its
+#: triggers and index dropped; schema.sql, run between these two, makes them anew),
+#: copied row for row as piece 0 of unknown count, its AUTOINCREMENT counter carried over.
+MIGRATION_EMBEDDINGS_ASIDE = """
+DROP TRIGGER IF EXISTS embeddings_log_delete;
+DROP TRIGGER IF EXISTS embeddings_fact_delete;
+DROP INDEX IF EXISTS embeddings_by_model;
+ALTER TABLE embeddings RENAME TO old_embeddings;
+"""
+MIGRATION_EMBEDDINGS_COPY = """
+INSERT INTO embeddings (pk, node_id, piece, pieces, kind, partition, thread_id, created_us, model, vector)
+SELECT pk, node_id, 0, NULL, kind, partition, thread_id, created_us, model, vector FROM old_embeddings;
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'embeddings', seq FROM sqlite_sequence
+WHERE name = 'old_embeddings' AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'embeddings');
+UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('embeddings', 'old_embeddings'))
+WHERE name = 'embeddings';
+DROP TABLE old_embeddings;
+"""
 
 # -- transfer: records written exactly as another store held them -----------------------
 
@@ -548,7 +580,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 FACT_IDS = f"SELECT id FROM facts WHERE id IN {IN_IDS}"
 RESTORE_SUPERSEDES = "INSERT INTO fact_supersedes (fact_id, superseded_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
-READ_EMBEDDINGS = f"SELECT node_id, model, vector FROM embeddings WHERE node_id IN {IN_IDS}"
+READ_EMBEDDINGS = f"SELECT node_id, model, vector FROM embeddings WHERE node_id IN {IN_IDS} ORDER BY node_id, piece"
 
 # -- archiving: runs of messages moved to archive files, and back --------------------------
 

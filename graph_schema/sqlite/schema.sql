@@ -206,8 +206,9 @@ CREATE TABLE IF NOT EXISTS maintenance_cycles (
 
 CREATE INDEX IF NOT EXISTS maintenance_cycles_by_start ON maintenance_cycles (started_at);
 
--- Semantic search: one vector per node (message, summary or fact) in `embeddings`,
--- derived data kept apart from the node, so a message row never changes. `vector_index`
+-- Semantic search: a node's vectors (message, summary or fact) in `embeddings`, one per
+-- piece (window) of a long text, else one; derived data kept apart from the node, so a
+-- message row never changes. `vector_index`
 -- holds the size every vector has and a version every write bumps, which tells the
 -- vector files beside the database (sqlite/vector_file.py) when to catch up.
 -- AUTOINCREMENT: a pk is never reused, so "new rows past the last pk seen" is exactly
@@ -220,7 +221,7 @@ CREATE TABLE IF NOT EXISTS vector_index (
 
 CREATE TABLE IF NOT EXISTS embeddings (
     pk         INTEGER PRIMARY KEY AUTOINCREMENT,
-    node_id    TEXT NOT NULL UNIQUE,
+    node_id    TEXT NOT NULL,
     kind       TEXT NOT NULL,
     partition  TEXT NOT NULL,
     thread_id  TEXT,
@@ -228,7 +229,13 @@ CREATE TABLE IF NOT EXISTS embeddings (
     created_us INTEGER NOT NULL,
     model      TEXT NOT NULL,
     -- float32 little-endian, unit length.
-    vector     BLOB NOT NULL
+    vector     BLOB NOT NULL,
+    -- Which window of the node's text this vector is of (0: its start), and how many the
+    -- node has; pieces is NULL on a vector written before texts were cut in windows
+    -- (its text's head only: the backfill embeds such a node again when it is long).
+    piece      INTEGER NOT NULL DEFAULT 0,
+    pieces     INTEGER,
+    UNIQUE (node_id, piece)
 );
 
 CREATE INDEX IF NOT EXISTS embeddings_by_model ON embeddings (model, pk);

@@ -143,14 +143,12 @@ class SqliteTransfer(SqliteBase):
         return await self._run(write)
 
     async def read_embeddings(self, node_ids: Sequence[str]) -> list[StoredVector]:
-        """The ``embeddings`` rows of these nodes, float32 blobs back to lists."""
+        """The ``embeddings`` rows of these nodes, float32 blobs back to lists, a node's pieces in order."""
 
         def read(conn: sqlite3.Connection) -> list[StoredVector]:
-            rows = {row[0]: row for row in conn.execute(q.READ_EMBEDDINGS, {"ids": ids_json(node_ids)})}
-            return [
-                StoredVector(node_id, rows[node_id][1], _floats(rows[node_id][2]))
-                for node_id in dict.fromkeys(node_ids)
-                if node_id in rows
-            ]
+            rows: dict[str, list[StoredVector]] = {}
+            for node_id, model, blob in conn.execute(q.READ_EMBEDDINGS, {"ids": ids_json(node_ids)}):
+                rows.setdefault(node_id, []).append(StoredVector(node_id, model, _floats(blob)))
+            return [vector for node_id in dict.fromkeys(node_ids) for vector in rows.get(node_id, [])]
 
         return await self._run(read)

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from palimpsest.graph_schema.errors import Conflict, StoreUnavailable
 from palimpsest.graph_schema.models import (
+    EMBED_PIECE_CHARS,
     MAX_EMBED_CHARS,
+    MAX_EMBED_PIECES,
     REF_OPENING_CHARS,
     EmbeddingTodo,
     MessageRef,
@@ -47,6 +49,7 @@ from palimpsest.graph_schema.vectors import (
     check_index_args,
     head_snippet,
     microseconds,
+    node_pieces,
     unit_vectors,
 )
 
@@ -87,12 +90,13 @@ class SqliteVectors(SqliteBase):
         await self._run(settle)
 
     async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
-        """Replace each node's ``embeddings`` row (deleted first, so logged) and bump the version, at once."""
+        """Replace each node's ``embeddings`` rows (deleted first, so logged) and bump the version, at once."""
         dimensions, _ = self._vectors.require()
         self._vectors.check_model(model)
-        latest = dict(items)
-        matrix = unit_vectors(list(latest.values()), dimensions)
-        blobs = {node_id: matrix[index].astype("<f4").tobytes() for index, node_id in enumerate(latest)}
+        latest = node_pieces(items)
+        matrix = unit_vectors([vector for vectors in latest.values() for vector in vectors], dimensions)
+        rows = iter(matrix.astype("<f4"))
+        blobs = {node_id: [next(rows).tobytes() for _ in vectors] for node_id, vectors in latest.items()}
 
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
@@ -102,10 +106,11 @@ class SqliteVectors(SqliteBase):
                     q.SET_EMBEDDING,
                     [
                         (
-                            row["id"], row["kind"], row["partition"], row["thread_id"],
-                            microseconds(datetime.fromisoformat(row["created_at"])), model, blobs[row["id"]],
+                            row["id"], piece, len(blobs[row["id"]]), row["kind"], row["partition"], row["thread_id"],
+                            microseconds(datetime.fromisoformat(row["created_at"])), model, blob,
                         )
                         for row in nodes
+                        for piece, blob in enumerate(blobs[row["id"]])
                     ],
                 )  # fmt: skip
                 if nodes:
@@ -140,6 +145,7 @@ class SqliteVectors(SqliteBase):
             "after": after or "",
             "limit": limit,
             "chars": MAX_EMBED_CHARS,
+            "piece_chars": EMBED_PIECE_CHARS,
             "ids": None if ids is None else ids_json(ids),
         }
         queries = q.MISSING_EMBEDDINGS if ids is None else q.MISSING_EMBEDDINGS_AMONG
@@ -163,7 +169,12 @@ class SqliteVectors(SqliteBase):
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows."""
+        """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows.
+
+        A node's pieces are ranked as rows of their own, so the ranking asks for more
+        rows than ``limit`` until it holds ``limit`` distinct nodes (or had no more to
+        give): each node counts once, by its best piece.
+        """
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         limit = page_limit(limit)
@@ -171,22 +182,27 @@ class SqliteVectors(SqliteBase):
         if not asked:
             return []
         view = await self._read(lambda conn: self._search_view(conn, model, dimensions))
-        ranked = await asyncio.to_thread(
-            view.nearest,
-            query,
-            kinds=asked,
-            partition=partition,
-            thread_id=thread_id,
-            since_us=None if since is None else microseconds(since),
-            until_us=None if until is None else microseconds(until),
-            limit=limit,
-        )
-        if not ranked:
-            return []
+        wanted = limit
+        while True:
+            ranked = await asyncio.to_thread(
+                view.nearest,
+                query,
+                kinds=asked,
+                partition=partition,
+                thread_id=thread_id,
+                since_us=None if since is None else microseconds(since),
+                until_us=None if until is None else microseconds(until),
+                limit=wanted,
+            )
+            if not ranked:
+                return []
+            scores = await self._best_pieces(ranked)
+            if len(scores) >= limit or len(ranked) < wanted or wanted >= limit * MAX_EMBED_PIECES:
+                break
+            wanted = min(wanted * 4, limit * MAX_EMBED_PIECES)
+        scores = dict(list(scores.items())[:limit])
 
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
-            nodes = dict(conn.execute(q.EMBEDDING_NODES, {"ids": json.dumps([pk for pk, _ in ranked])}).fetchall())
-            scores = {nodes[pk]: score for pk, score in ranked if pk in nodes}
             params = {"ids": ids_json(list(scores)), "chars": SNIPPET_CHARS + 1}
             rows = {row[0]: (kind, row) for kind in asked for row in conn.execute(q.VECTOR_HITS[kind], params)}
             hits: list[SearchHit] = []
@@ -207,6 +223,16 @@ class SqliteVectors(SqliteBase):
             return hits
 
         return await self._run(read)
+
+    async def _best_pieces(self, ranked: list[tuple[int, float]]) -> dict[str, float]:
+        """The nodes of ranked pks, best first, each with its best piece's score."""
+        pks = json.dumps([pk for pk, _ in ranked])
+        nodes = dict(await self._run(lambda conn: conn.execute(q.EMBEDDING_NODES, {"ids": pks}).fetchall()))
+        scores: dict[str, float] = {}
+        for pk, score in ranked:
+            if pk in nodes:
+                scores.setdefault(nodes[pk], score)
+        return scores
 
     async def vector_candidates(
         self,

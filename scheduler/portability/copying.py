@@ -60,14 +60,19 @@ async def copy_facts(target: MemoryStore, facts: Sequence[Fact]) -> int:
 
 
 async def copy_vectors(target: MemoryStore, vectors: Sequence[StoredVector]) -> int:
-    """Vectors grouped by model, each group after `ensure_vector_index` for its size."""
-    by_model: dict[str, list[StoredVector]] = defaultdict(list)
+    """Vectors grouped by model, each group after `ensure_vector_index` for its size.
+
+    A node's pieces (its vectors, in order) go in one `MemoryStore.set_embeddings` call,
+    which replaces what the node had: a batch never splits them.
+    """
+    by_model: dict[str, dict[str, list[StoredVector]]] = defaultdict(dict)
     for vector in vectors:
-        by_model[vector.model].append(vector)
+        by_model[vector.model].setdefault(vector.node_id, []).append(vector)
     written = 0
-    for model, group in by_model.items():
-        await target.ensure_vector_index(len(group[0].vector), model)
-        for start in range(0, len(group), BATCH):
-            batch = group[start : start + BATCH]
+    for model, nodes in by_model.items():
+        pieces = list(nodes.values())
+        await target.ensure_vector_index(len(pieces[0][0].vector), model)
+        for start in range(0, len(pieces), BATCH):
+            batch = [v for node in pieces[start : start + BATCH] for v in node]
             written += await target.set_embeddings([(v.node_id, v.vector) for v in batch], model)
     return written
