@@ -418,14 +418,16 @@ class MaintenanceCycle(_Model):
 #: Characters of a node's text handed to an embedder, in `EMBED_PIECE_CHARS` windows.
 MAX_EMBED_CHARS = 8192
 #: Characters of one window of a long text embedded as its own vector (a piece): what
-#: all-MiniLM-L6-v2's 256 word pieces read of prose and most code (about 3 characters a
-#: word piece). A text this long or shorter (every LoCoMo turn) gets exactly one vector.
-EMBED_PIECE_CHARS = 800
+#: all-MiniLM-L6-v2's 256 word pieces read of the densest text (logs, paths, code: about
+#: 2 characters a word piece; prose gives 4), so a window's end is read too. A text this
+#: long or shorter (every LoCoMo turn: 474 characters at most) gets exactly one vector.
+EMBED_PIECE_CHARS = 512
 #: Characters each window shares with the one before, so a sentence cut by a window's
-#: end, or past what the model read of a dense window, is whole in the next one.
-EMBED_PIECE_OVERLAP = 200
-#: Vectors of one node at most: 8,192 characters take 14 windows; the cap bounds what a
-#: node costs to embed, store and search to what 16 short messages cost.
+#: end is whole in the next one.
+EMBED_PIECE_OVERLAP = 128
+#: Vectors of one node at most: bounds what a long node costs to embed, store and search
+#: to what 16 short messages cost. 15 windows cover a text's first 6,272 characters and
+#: the 16th its last 512 (where a long output ends: the error, the count of failures).
 MAX_EMBED_PIECES = 16
 
 

@@ -1,7 +1,7 @@
 """A long text cut into overlapping windows, each embedded as its own vector (a piece).
 
-An embedder reads only the start of a text (all-MiniLM-L6-v2: 256 word pieces, about
-800 characters), so a line deep in a long message or tool output never met a question
+An embedder reads only the start of a text (all-MiniLM-L6-v2: 256 word pieces, 500 to
+1,000 characters), so a line deep in a long message or tool output never met a question
 about it. Each window of ``EMBED_PIECE_CHARS`` characters, overlapping the one before
 by ``EMBED_PIECE_OVERLAP``, becomes one vector of the node; a search finds the node
 by its best piece (`palimpsest.graph_schema.store.MemoryStore.vector_search`). A text
