@@ -451,18 +451,21 @@ class MemoryStore(Protocol):
         ...
 
     async def set_embeddings(self, items: Sequence[tuple[str, Sequence[float]]], model: str) -> int:
-        """Store each node's vector by node id (message, summary or fact), in one transaction.
+        """Store each node's vectors by node id (message, summary or fact), in one transaction.
 
-        A node's older vector is replaced. Vectors are normalised on write, so search
-        scores are cosine similarities. Ids that name no stored node are skipped (a
-        fact may be cleared between reading its text and writing its vector).
+        The vectors given for one id are its pieces, in order: one per window of a long
+        text (``scheduler/pieces.py``), else one. They replace every vector the node had.
+        Vectors are normalised on write, so search scores are cosine similarities. Ids
+        that name no stored node are skipped (a fact may be cleared between reading its
+        text and writing its vector).
 
         Returns:
-            How many vectors were written.
+            How many nodes got their vectors.
 
         :raises InvalidInput: if `ensure_vector_index` was not called, ``model`` is not
-            the model it was called with, or a vector is not of the index's size, holds
-            a non-finite number or is all zeros; nothing is written.
+            the model it was called with, a vector is not of the index's size, holds a
+            non-finite number or is all zeros, or a node is given more than
+            ``MAX_EMBED_PIECES``; nothing is written.
         """
         ...
 
@@ -477,10 +480,12 @@ class MemoryStore(Protocol):
     ) -> list[EmbeddingTodo]:
         """Nodes without a vector of the current model, ordered by id, with the text to embed.
 
-        ``ids`` keeps only those nodes (embedding what was just appended); ``after``
-        keeps only ids greater than it, a cursor that lets a backfill walk a large
-        store once instead of rescanning what it already did. Texts are cut at
-        ``MAX_EMBED_CHARS``.
+        A node whose text is longer than ``EMBED_PIECE_CHARS`` and whose one vector was
+        written before texts were embedded in pieces (of its head only) counts as
+        missing too, until it is embedded again. ``ids`` keeps only those nodes
+        (embedding what was just appended); ``after`` keeps only ids greater than it, a
+        cursor that lets a backfill walk a large store once instead of rescanning what
+        it already did. Texts are cut at ``MAX_EMBED_CHARS``.
 
         :raises InvalidInput: if `ensure_vector_index` was not called, ``limit`` is
             below 1 or a kind is unknown.
@@ -500,8 +505,9 @@ class MemoryStore(Protocol):
     ) -> list[SearchHit]:
         """Nodes whose vector is nearest to ``vector``, best first; score = cosine similarity.
 
-        The same filters as `search_text`; only vectors of the current model are
-        searched, and nodes without one are never found. A backend may find
+        A node with several vectors (pieces) is found by any of them, once, with its
+        best one's score. The same filters as `search_text`; only vectors of the
+        current model are searched, and nodes without one are never found. A backend may find
         candidates with an approximate index, but every score is exact.
 
         :raises InvalidInput: if `ensure_vector_index` was not called, ``vector`` is
@@ -604,7 +610,8 @@ class MemoryStore(Protocol):
     async def read_embeddings(self, node_ids: Sequence[str]) -> list[StoredVector]:
         """The stored vectors of these nodes, of any model, in the order asked; missing ones left out.
 
-        Vectors come back as stored (unit length), so writing them elsewhere with
+        A node's pieces come one after another, in order. Vectors come back as stored
+        (unit length), so writing them elsewhere, a node's all in one call, with
         `set_embeddings` (after `ensure_vector_index` with their size and model) gives
         the same search scores.
         """
