@@ -28,6 +28,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
 from palimpsest.scheduler.embedding import backfill_embeddings, embed_new
 from palimpsest.scheduler.pieces import pieces
+from palimpsest.scheduler.portability.export import export_memory, import_archive
 from palimpsest.server.retrieval.grep import grep_memories
 from tests.test_neo4j_store import run_cypher
 
@@ -213,3 +214,29 @@ async def test_a_store_written_before_pieces_opens_and_its_long_messages_are_emb
         assert len(await again.read_embeddings([ids[-1]])) == len(pieces(LONG))
     finally:
         await again.close()
+
+
+async def test_export_and_import_carry_every_piece(store: MemoryStore, tmp_path: Path) -> None:
+    ids = await seed(store)
+    await store.ensure_vector_index(DIMS, MODEL)
+    long_pieces = [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [0.9, 0.1, 0.0, 0.0]]
+    await store.set_embeddings([(ids[0], [1.0, 0.5, 0.0, 0.0]), *((ids[-1], v) for v in long_pieces)], MODEL)
+    archive = tmp_path / "memory.jsonl.gz"
+    exported = await export_memory(store, archive, with_vectors=True)
+    assert exported.vectors == 1 + len(long_pieces)
+
+    copy = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
+    await copy.initialize()
+    try:
+        imported = await import_archive(copy, archive)
+        assert imported.written["vectors"] == 2  # nodes
+        original, copied = await store.read_embeddings(ids), await copy.read_embeddings(ids)
+        assert [v.node_id for v in copied] == [v.node_id for v in original] == [ids[0]] + [ids[-1]] * 3
+        for mine, theirs in zip(copied, original, strict=True):
+            assert mine.vector == pytest.approx(theirs.vector, abs=1e-6)
+        await copy.ensure_vector_index(DIMS, MODEL)
+        hits = await copy.vector_search([0.0, 0.0, 0.0, 1.0], partition=P, limit=5)
+        assert [hit.id for hit in hits] == [ids[-1], ids[0]]
+        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    finally:
+        await copy.close()
