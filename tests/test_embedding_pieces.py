@@ -189,6 +189,11 @@ async def test_a_store_written_before_pieces_opens_and_its_long_messages_are_emb
         # Opened unchanged: every vector is there and searched, the long one by its head.
         assert [v.node_id for v in await old.read_embeddings(ids)] == ids
         assert [hit.id for hit in await old.vector_search(heads[1], partition=P, limit=1)] == [ids[1]]
+        if backend == "sqlite":
+            with sqlite3.connect(path) as conn:
+                # Short texts are marked complete once, on open: the backfill's walk never measures them again.
+                counts = dict(conn.execute("SELECT node_id, pieces FROM embeddings").fetchall())
+            assert counts == {**dict.fromkeys(ids[:-1], 1), ids[-1]: None}
         # Only the long message is due again; the backfill embeds it in pieces, once.
         assert [todo.id for todo in await old.missing_embeddings(None)] == [ids[-1]]
         assert await backfill_embeddings(old, minilm) == 1

@@ -19,8 +19,9 @@ nothing. The changes so far:
 - ``embeddings`` keyed by (node_id, piece) instead of node_id, with ``pieces``, so a
   long text has a vector per window: rebuilt in one transaction, pks and vectors kept
   (the vector files beside the database stay valid) and the AUTOINCREMENT counter too
-  (a pk is never reused). Its rows become piece 0 with ``pieces`` NULL: vectors of a
-  text's head, which the embedding backfill makes again for long texts.
+  (a pk is never reused). Its rows become piece 0, complete (``pieces`` 1) where the
+  node's text fits one piece; a longer text's (its head's only) has ``pieces`` NULL, and
+  the embedding backfill embeds that node again in pieces.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ only text that varies, a full-text query, is built by ``fts_query`` from quoted 
 from __future__ import annotations
 
 from palimpsest.graph_schema import identity
+from palimpsest.graph_schema.models import EMBED_PIECE_CHARS
 
 #: Words of a search query beyond this many are ignored (a pasted log is not a query).
 _MAX_QUERY_WORDS = 64
@@ -543,16 +544,25 @@ INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
 THREAD_KEY = "SELECT name FROM pragma_table_info('threads') WHERE pk > 0"
 #: Files from before a node had a vector per piece: ``embeddings`` renamed aside (its
 #: triggers and index dropped; schema.sql, run between these two, makes them anew),
-#: copied row for row as piece 0 of unknown count, its AUTOINCREMENT counter carried over.
+#: copied row for row as piece 0, its AUTOINCREMENT counter carried over. A node whose
+#: text fits one piece has all its vectors (``pieces`` 1); a longer one's count is left
+#: unknown (NULL), for the backfill to embed it again, so the backfill's walk never
+#: measures a short text again.
 MIGRATION_EMBEDDINGS_ASIDE = """
 DROP TRIGGER IF EXISTS embeddings_log_delete;
 DROP TRIGGER IF EXISTS embeddings_fact_delete;
 DROP INDEX IF EXISTS embeddings_by_model;
 ALTER TABLE embeddings RENAME TO old_embeddings;
 """
-MIGRATION_EMBEDDINGS_COPY = """
+MIGRATION_EMBEDDINGS_COPY = f"""
 INSERT INTO embeddings (pk, node_id, piece, pieces, kind, partition, thread_id, created_us, model, vector)
-SELECT pk, node_id, 0, NULL, kind, partition, thread_id, created_us, model, vector FROM old_embeddings;
+SELECT pk, node_id, 0,
+    CASE WHEN length(coalesce(
+        (SELECT content FROM messages WHERE id = o.node_id), (SELECT text FROM summaries WHERE id = o.node_id),
+        (SELECT text FROM facts WHERE id = o.node_id), ''
+    )) <= {EMBED_PIECE_CHARS} THEN 1 END,
+    kind, partition, thread_id, created_us, model, vector
+FROM old_embeddings AS o;
 INSERT INTO sqlite_sequence (name, seq)
 SELECT 'embeddings', seq FROM sqlite_sequence
 WHERE name = 'old_embeddings' AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'embeddings');
