@@ -171,9 +171,10 @@ class SqliteVectors(SqliteBase):
     ) -> list[SearchHit]:
         """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows.
 
-        A node's pieces are ranked as rows of their own, so the ranking asks for more
-        rows than ``limit`` until it holds ``limit`` distinct nodes (or had no more to
-        give): each node counts once, by its best piece.
+        A node's pieces are ranked as rows of their own, so the ranking asks for twice
+        ``limit`` rows (one pass even when a few long nodes have several pieces near the
+        query), then four times more until it holds ``limit`` distinct nodes (or had no
+        more to give): each node counts once, by its best piece.
         """
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
@@ -182,7 +183,7 @@ class SqliteVectors(SqliteBase):
         if not asked:
             return []
         view = await self._read(lambda conn: self._search_view(conn, model, dimensions))
-        wanted = limit
+        wanted = 2 * limit
         while True:
             ranked = await asyncio.to_thread(
                 view.nearest,
