@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=Path, required=True)
     parser.add_argument("--embedder", default=DEFAULT_EMBEDDER)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     Console().print(asyncio.run(run(args)))
 
