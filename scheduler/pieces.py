@@ -6,6 +6,11 @@ about it. Each window of ``EMBED_PIECE_CHARS`` characters, overlapping the one b
 by ``EMBED_PIECE_OVERLAP``, becomes one vector of the node; a search finds the node
 by its best piece (`palimpsest.graph_schema.store.MemoryStore.vector_search`). A text
 that fits one window, the vast majority of messages, gets the one vector it always got.
+
+The windows are sized for the built-in model, the default. An embedder that reads more
+(an OpenAI-compatible endpoint reads 8,191 tokens) gets the same windows: more vectors
+than it needs, each still of its window's meaning, and the same characters sent (a
+quarter more for the overlaps), so an endpoint that bills by token costs about the same.
 """
 
 from __future__ import annotations
