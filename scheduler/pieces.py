@@ -9,8 +9,8 @@ that fits one window, the vast majority of messages, gets the one vector it alwa
 
 The windows are sized for the built-in model, the default. An embedder that reads more
 (an OpenAI-compatible endpoint reads 8,191 tokens) gets the same windows: more vectors
-than it needs, each still of its window's meaning, and the same characters sent (a
-quarter more for the overlaps), so an endpoint that bills by token costs about the same.
+than it needs, each still of its window's meaning, and the text's characters sent once
+and a third again (the overlaps), so an endpoint that bills by token costs a third more.
 """
 
 from __future__ import annotations
