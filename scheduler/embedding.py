@@ -62,8 +62,14 @@ async def query_vector(store: MemoryStore, embedder: Embedder, query: str) -> li
 
 
 async def _embed(store: MemoryStore, embedder: Embedder, todo: Sequence[EmbeddingTodo]) -> int:
-    """Embed a batch, tool calls and results by what they are about (`search_texts`), and store the vectors."""
-    vectors = await embedder.embed(await search_texts(store, todo))
+    """Embed a batch, tool calls and results by what they are about (`search_texts`), and store the vectors.
+
+    The derived texts are stored first (`MemoryStore.set_search_texts`): a tool message
+    with a vector and no text beside it was then embedded from its raw content.
+    """
+    texts, derived = await search_texts(store, todo)
+    await store.set_search_texts(derived)
+    vectors = await embedder.embed(texts)
     items = [(item.id, vector) for item, vector in zip(todo, vectors, strict=True)]
     return await store.set_embeddings(items, embedder.name)
 
