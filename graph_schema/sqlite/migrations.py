@@ -44,7 +44,7 @@ def migrate(conn: sqlite3.Connection, schema: str) -> None:
     conn.execute(q.DROP_UNUSED_INDEXES)
     if "secrets_redacted" not in _columns(conn, "threads"):
         conn.execute(q.ADD_SECRETS_REDACTED)
-    if "search_text" not in _columns(conn, "messages"):
+    if (columns := _columns(conn, "messages")) and "search_text" not in columns:
         with transaction(conn, "IMMEDIATE"):
             conn.execute(q.ADD_SEARCH_TEXT)
             conn.execute(q.DROP_CONTENT_ONLY_TRIGGER)
