@@ -305,7 +305,7 @@ class Neo4jStore(
         """
         check_limit(limit)
         asked = check_kinds(kinds)
-        lucene = q.lucene_query(query)
+        lucene = q.text_index_query(query)
         if lucene is None or not asked:
             return []
         rows = await self._top_hits(

@@ -313,6 +313,8 @@ class SqliteStore(
 
         Snippets are built for the ``limit`` hits returned only, by FTS5 from their
         stored text (``snippets``): the candidates each query ranks never pay for one.
+        A tool message matched only by its derived ``search_text`` (the index's second
+        column) shows that text instead.
         """
         searched = check_kinds(kinds)
         limit = page_limit(limit)
