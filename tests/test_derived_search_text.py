@@ -9,12 +9,16 @@ vectors made from the raw content as Palimpsest made them then.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.errors import InvalidInput
@@ -26,6 +30,7 @@ from palimpsest.scheduler.embedding import backfill_embeddings, ensure_vectors
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
 from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
 from palimpsest.scheduler.search_text import call_text, fill_search_texts, result_text
+from palimpsest.server.cli.main import app
 
 P = "claude"
 FORMAT_CALL = 'Bash {"command": "mix format --check-formatted", "description": "Check formatting"}'
@@ -214,3 +219,35 @@ async def test_an_old_store_gets_its_derived_text_and_is_re_embedded_once(
         assert again is not None and again.steps["search_text"] == 0 and again.steps["embeddings"] == 0, "once"
     finally:
         await reopened.close()
+
+
+def test_maintain_once_brings_an_old_sqlite_file_up(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+
+    async def seed() -> dict[str, str]:
+        store = open_store(url, Neo4jCredentials())
+        await store.initialize()
+        try:
+            return await _session(store)
+        finally:
+            await store.close()
+
+    async def found(query: str) -> list[str]:
+        store = open_store(url, Neo4jCredentials())
+        await store.initialize()
+        try:
+            return await _text_ids(store, query)
+        finally:
+            await store.close()
+
+    ids = asyncio.run(seed())
+    asyncio.run(_make_old("sqlite", url))
+    assert ids["r3"] not in asyncio.run(found("whole suite"))
+    runner = CliRunner()
+    env = {"PALIMPSEST_STORE": url, "PALIMPSEST_PARTITION": P}
+    maintained = runner.invoke(app, ["maintain", "--once", "--json"], env=env)
+    assert maintained.exit_code == 0, maintained.output
+    assert json.loads(maintained.stdout)["evolution"]["steps"]["search_text"] == 6
+    assert ids["r3"] in asyncio.run(found("whole suite"))
+    again = runner.invoke(app, ["maintain", "--once", "--json"], env=env)
+    assert json.loads(again.stdout)["evolution"]["steps"]["search_text"] == 0
