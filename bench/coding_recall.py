@@ -11,6 +11,7 @@ the questions written by reading them, each with its kind (``command``: which co
 did it; ``failure``: what failed and why; ``file``: which file, what it held;
 ``decision``: why it was done so), the transcript lines (``uuid``) that answer it, and
 its half (``tune``: what ranking may be tuned on; ``check``: only reported).
+``--sources`` asks only the questions of the named sessions (all are still ingested).
 
 The sessions go through the real path: ``palimpsest.server.feeds.ingest.ingest_files``
 with Claude Code's parser into a fresh store (a SQLite file, or an emptied Neo4j
@@ -35,6 +36,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -100,9 +102,17 @@ def recall_at_k(evidence: Sequence[str], found: Sequence[set[str]], k: int) -> f
     return sum(line in seen for line in evidence) / len(evidence)
 
 
+def chosen_questions(data: dict[str, Any], sources: Sequence[str]) -> list[dict[str, Any]]:
+    """The questions of ``sources`` (every question when none is named); an unknown name is an error."""
+    unknown = sorted(set(sources) - set(data["sources"]))
+    if unknown:
+        raise SystemExit(f"--sources: no session named {', '.join(unknown)} (known: {', '.join(data['sources'])})")
+    return [question for question in data["questions"] if not sources or question["source"] in sources]
+
+
 async def evaluate(args: argparse.Namespace, console: Console) -> dict[str, dict[tuple[str, str], list[float]]]:
     """Per method, per (half, kind), the question scores."""
-    questions = json.loads(args.questions.read_text())["questions"]
+    questions = chosen_questions(json.loads(args.questions.read_text()), args.sources)
     embedder = make_embedder(args.embedder)
     if embedder is None:
         raise SystemExit("--embedder must name a model: the hybrid mode needs one")
@@ -149,6 +159,19 @@ def render(scores: dict[str, dict[tuple[str, str], list[float]]], k: int) -> Tab
     return table
 
 
+def render_halves(scores: dict[str, dict[tuple[str, str], list[float]]], k: int) -> Table:
+    """One row per method and half: recall@k % per kind, so that a kind's tuning and checking scores read apart."""
+    table = Table(title=f"Coding sessions by half and kind: evidence recall@{k} %")
+    for column in ("method", "half", *KINDS, "all", "n"):
+        table.add_column(column, justify="left" if column in ("method", "half") else "right")
+    for method, cells in scores.items():
+        for half in HALVES:
+            values = [s for (h, _), cell in cells.items() if h == half for s in cell]
+            kinds = [mean(cells.get((half, kind), [])) for kind in KINDS]
+            table.add_row(method, half, *kinds, mean(values), str(len(values)))
+    return table
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=Path, required=True, help="folder of the Claude Code transcripts")
@@ -159,8 +182,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--embedder", default="builtin:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
     parser.add_argument("--k", type=int, default=10, help="hits looked at per question")
     parser.add_argument("--no-bm25", action="store_true", help="leave out the BM25 baseline (no bench extra)")
+    parser.add_argument("--sources", default="", help="comma-separated session names whose questions are asked (all)")
     args = parser.parse_args(argv)
     args.modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    args.sources = [name.strip() for name in args.sources.split(",") if name.strip()]
     if not args.sessions.is_dir():
         parser.error(f"no folder at {args.sessions}")
     return args
@@ -169,7 +194,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     console = Console()
-    console.print(render(asyncio.run(evaluate(args, console)), args.k))
+    scores = asyncio.run(evaluate(args, console))
+    console.print(render(scores, args.k))
+    console.print(render_halves(scores, args.k))
 
 
 if __name__ == "__main__":

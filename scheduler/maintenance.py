@@ -71,6 +71,9 @@ STOP_SECONDS = 5.0
 #: Candidates read per thread a tick may compact: threads other processes hold are
 #: skipped, and the tick goes on down the list.
 CANDIDATES_PER_THREAD = 4
+#: Compaction ticks one scheduled run chains at most while threads stay due
+#: (`Maintenance.compaction_run`): a bound on one run, the next interval goes on.
+CATCH_UP_TICKS = 50
 #: What a compaction cycle stopped by shutdown records.
 STOPPED_COMPACTION = "stopped by shutdown; the thread in progress is finished next tick"
 #: What an evolution cycle stopped by shutdown records.
@@ -171,6 +174,20 @@ def backlog_floor(config: CompactionSettings) -> int:
     lie outside the fresh tail of ``keep_recent``.
     """
     return config.threshold + config.keep_recent + 1
+
+
+class _NotSkippedFires(logging.Filter):
+    """Drops APScheduler's "skipped: maximum number of running instances reached" lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances" not in record.getMessage()
+
+
+def _quiet_skipped_fires() -> None:
+    """Keep a job's fires skipped while it still runs (by design here) out of the log, once per process."""
+    scheduler_log = logging.getLogger("apscheduler.scheduler")
+    if not any(isinstance(known, _NotSkippedFires) for known in scheduler_log.filters):
+        scheduler_log.addFilter(_NotSkippedFires())
 
 
 def _describe(exc: BaseException) -> str:
@@ -467,6 +484,26 @@ class Maintenance:
             raise asyncio.CancelledError
         return cycle
 
+    async def compaction_run(self) -> None:
+        """Compaction ticks back to back while each one writes summaries and a thread is still due.
+
+        One tick folds ``threads_per_cycle`` threads. Under sustained appends, or with many
+        threads due after a quiet spell, waiting a whole interval between ticks lets a
+        backlog grow without bound, so a scheduled run goes on while its last tick wrote
+        something and the backlog still holds a thread due. Tool calls keep their
+        priority: every tick yields to them at each pause, within background work's share
+        (`ForegroundGate`). A run ends when every thread due is held by other processes,
+        when a tick writes nothing (a failing thread is not retried at once), on shutdown,
+        or after `CATCH_UP_TICKS` ticks.
+        """
+        floor = backlog_floor(self.settings.compaction)
+        for _ in range(CATCH_UP_TICKS):
+            cycle = await self.compaction_tick()
+            if cycle is None or cycle.summaries == 0 or self._stopping:
+                return
+            if not await self.store.compaction_candidates(None, min_uncovered=floor, limit=1):
+                return
+
     async def evolution_tick(self, progress: Progress | None = None) -> MaintenanceCycle | None:
         """Run every registered evolution step once, each under its own lease.
 
@@ -579,7 +616,10 @@ class Maintenance:
 
         Interval triggers from settings; ``coalesce`` folds runs missed while the loop
         was busy into one, ``max_instances=1`` never overlaps a job with itself, and no
-        misfire grace limit means a late run still happens.
+        misfire grace limit means a late run still happens. A fire that finds the job
+        still running (a compaction run catching up) is skipped by design, so
+        APScheduler's warning about it is not logged: on stdio every stderr line shows
+        as an error of the server.
 
         Args:
             scheduler: The scheduler to add the jobs to.
@@ -587,6 +627,7 @@ class Maintenance:
                 foreground ``palimpsest maintain``); a server waits one interval, so an
                 IDE starting several servers does not pay for maintenance at startup.
         """
+        _quiet_skipped_fires()
         first_run = {"next_run_time": datetime.now(UTC)} if immediately else {}
         for job, seconds in (
             (COMPACTION, self.settings.compaction_interval),
@@ -614,7 +655,7 @@ class Maintenance:
         if task is not None:
             self._running.add(task)
         try:
-            await (self.compaction_tick() if job == COMPACTION else self.evolution_tick())
+            await (self.compaction_run() if job == COMPACTION else self.evolution_tick())
         except PalimpsestError as exc:  # the backlog could not even be read: store down
             logger.warning("%s tick skipped: %s", job, exc)
         except asyncio.CancelledError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -140,6 +141,36 @@ async def test_compaction_tick_takes_the_largest_backlogs_and_records_a_cycle(st
     # Every thread due is held elsewhere: nothing to do here, nothing recorded.
     assert await maintenance(store, clock, holder="gamma").compaction_tick() is None
     assert await store.recent_cycles(5) == [cycle]
+
+
+async def test_a_scheduled_run_chains_ticks_until_no_thread_is_due(store: MemoryStore) -> None:
+    await fill(store, {"t-1": 60, "t-2": 50, "t-3": 40, "t-4": 30, "t-5": 20, "quiet": 8})
+    worker = Maintenance(
+        store, make_settings().maintenance, FailingFor("t-5"), clock=Clock(), holder="alpha"
+    )  # fmt: skip
+
+    await worker._scheduled("compaction")
+
+    # Two threads a tick: t-1 and t-2, then t-3 and t-4, then t-5 alone, which fails and ends the run.
+    cycles = await store.recent_cycles(10)  # the injected clock stands still: one moment for all three
+    assert sorted((cycle.threads, len(cycle.errors)) for cycle in cycles) == [(0, 1), (2, 0), (2, 0)]
+    assert all([await uncovered(store, thread) <= 6 + 2 for thread in ("t-1", "t-2", "t-3", "t-4")])
+    assert (await uncovered(store, "t-5"), await uncovered(store, "quiet")) == (20, 8)
+    floor = backlog_floor(make_settings().maintenance.compaction)
+    [still_due] = await store.compaction_candidates(None, min_uncovered=floor, limit=10)
+    assert still_due.thread_id == "t-5"
+
+
+def test_fires_skipped_while_a_run_goes_on_are_not_logged() -> None:
+    Maintenance(SqliteStore(":memory:"), make_settings().maintenance, ExtractiveSummarizer()).start(AsyncIOScheduler())
+    scheduler_log = logging.getLogger("apscheduler.scheduler")
+
+    def record(message: str) -> logging.LogRecord:
+        return scheduler_log.makeRecord(scheduler_log.name, logging.WARNING, __file__, 1, message, (), None)
+
+    skipped = 'Execution of job "palimpsest compaction" skipped: maximum number of running instances reached (1)'
+    assert not scheduler_log.filter(record(skipped))
+    assert scheduler_log.filter(record('Run time of job "palimpsest compaction" was missed by 0:00:03'))
 
 
 async def test_a_thread_held_by_a_dead_process_is_compacted_once_its_short_lease_expires(
