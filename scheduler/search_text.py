@@ -16,11 +16,13 @@ is a text written for search, while the stored content stays byte-exact:
   ``is_error``), then its salient lines (errors, failures, counts such as "3 failed,
   12 passed"), its first lines and its last ones.
 
-Every other message, summary and fact is embedded as its text. The derived text is
-also written once beside the message (`MemoryStore.set_search_texts`: a column on
-SQLite, a property on Neo4j) and indexed for text search with the content, so "check
-formatting" finds that call in text mode too; hits still show the content, the
-derived text only when the query matched nothing else. It is written by whoever
+Every other message, summary and fact is embedded as its text. What of it the
+content does not say (a call's text whole, a result's purpose and exit status:
+`result_heading`) is also written once beside the message
+(`MemoryStore.set_search_texts`: a column on SQLite, a property on Neo4j) and indexed
+for text search with the content, so "commit rejected" finds the result of a commit
+its hook rejected in text mode too; hits still show the content, the derived text
+only when the query matched nothing else. It is written by whoever
 derives it first: the embedder, for what it embeds (before the vector, so a vector
 with no text beside it was made from the raw content), or the ``search_text`` step of
 maintenance (`fill_search_texts`), for tool messages stored before this text existed
@@ -144,9 +146,17 @@ def call_text(content: str, tool_name: str | None = None) -> str | None:
     return " ".join([*parts, *(said or [f"{tool} {clip(rendered, VALUE_CHARS)}."])])[:MAX_EMBED_CHARS]
 
 
-def result_text(content: str, call: str | None = None, *, tool_name: str | None = None, is_error: bool = False) -> str:
-    """A result in words: what it answers (``call``, the call's content), how it ended, its salient, first and
-    last lines."""
+def result_heading(
+    content: str, call: str | None = None, *, tool_name: str | None = None, is_error: bool = False
+) -> str:
+    """What a result's content does not say: what it answers (``call``, the call's content) and how it ended.
+
+    The text a result is indexed by beside its content: the rest of `result_text`
+    repeats the content's own lines, which counted twice in the index and outranked
+    other messages (bench/coding_recall.py, ``text`` on the tuning half: 79.0 with the
+    whole text indexed, 79.8 with this heading or with nothing, 83.6 against 80.3 and
+    81.4 on checking).
+    """
     parts: list[str] = []
     purpose = call_text(call, tool_name) if call is not None else None
     if purpose:
@@ -156,6 +166,14 @@ def result_text(content: str, call: str | None = None, *, tool_name: str | None 
         parts.append(f"Exit code {code.group(1)}{', failed' if code.group(1) != '0' else ''}.")
     elif is_error:
         parts.append("Failed with an error.")
+    return "\n".join(parts)[:MAX_EMBED_CHARS]
+
+
+def result_text(content: str, call: str | None = None, *, tool_name: str | None = None, is_error: bool = False) -> str:
+    """A result in words: what it answers (``call``, the call's content), how it ended, its salient, first and
+    last lines."""
+    heading = result_heading(content, call, tool_name=tool_name, is_error=is_error)
+    parts = [heading] if heading else []
     lines = [line.strip() for line in content.splitlines() if line.strip()]
     salient = [line for line in lines if SALIENT.search(line)][:SALIENT_LINES]
     kept = dict.fromkeys([*salient, *lines[:HEAD_LINES], *lines[-TAIL_LINES:]])
@@ -195,32 +213,35 @@ async def search_texts(store: MemoryStore, todo: Sequence[EmbeddingTodo]) -> Sea
             text = said or item.text
             derived.append((item.id, said or ""))
         elif ref is not None and ref.role is Role.tool:
-            text = await _result_search_text(store, ref, item.text)
-            derived.append((item.id, text))
+            text, heading = await _result_texts(store, ref, item.text)
+            derived.append((item.id, heading))
         texts.append(text)
     return SearchTexts(texts, derived)
 
 
-async def _result_search_text(store: MemoryStore, ref: Message | MessageRef, text: str) -> str:
-    """A result's derived text: its call found in the thread, its whole content read there too."""
+async def _result_texts(store: MemoryStore, ref: Message | MessageRef, text: str) -> tuple[str, str]:
+    """A result's `result_text` (embedded) and `result_heading` (indexed): its call found in the thread, its
+    whole content read there too."""
     own, call = await other_half(store, ref)
     whole = own.content if own is not None else text
     called = call.metadata.get("tool_name") if call is not None else None
-    return result_text(
-        whole,
-        call.content if call is not None else None,
-        tool_name=called if isinstance(called, str) else None,
-        is_error=ref.metadata.get("is_error") is True,
+    answered = call.content if call is not None else None
+    tool_name = called if isinstance(called, str) else None
+    is_error = ref.metadata.get("is_error") is True
+    return (
+        result_text(whole, answered, tool_name=tool_name, is_error=is_error),
+        result_heading(whole, answered, tool_name=tool_name, is_error=is_error),
     )
 
 
 async def message_search_text(store: MemoryStore, message: Message) -> str:
-    """A tool message's derived text from the message whole: ``''`` when it says nothing beyond its content."""
+    """A tool message's text to index beside its content: a call's `call_text`, a result's `result_heading`;
+    ``''`` when it says nothing beyond its content."""
     if is_call(message):
         tool_name = message.metadata.get("tool_name")
         return call_text(message.content, tool_name if isinstance(tool_name, str) else None) or ""
     if message.role is Role.tool:
-        return await _result_search_text(store, message, message.content)
+        return (await _result_texts(store, message, message.content))[1]
     return ""
 
 
