@@ -24,6 +24,7 @@ from palimpsest.graph_schema.identity import (
 )
 from palimpsest.graph_schema.models import (
     MAX_BATCH,
+    MAX_EMBED_CHARS,
     MAX_MESSAGE_BYTES,
     MAX_NAME_CHARS,
     ArchivedRange,
@@ -74,6 +75,23 @@ def check_utf8(kind: str, value: str) -> None:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInput(f"{kind} is not valid UTF-8 (position {exc.start})") from None
+
+
+def check_search_texts(items: Sequence[tuple[str, str]]) -> None:
+    """The checks on `MemoryStore.set_search_texts`: a bounded batch of bounded, valid texts."""
+    if len(items) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} search texts at once, got {len(items)}")
+    for message_id_, text in items:
+        if len(text) > MAX_EMBED_CHARS:
+            raise InvalidInput(f"search text of {message_id_} exceeds {MAX_EMBED_CHARS} characters")
+        check_utf8(f"search text of {message_id_}", text)
+
+
+def check_page(limit: int) -> int:
+    """A page size of at least 1 and at most ``MAX_BATCH`` (``missing_search_texts``)."""
+    if not 1 <= limit <= MAX_BATCH:
+        raise InvalidInput(f"limit must be between 1 and {MAX_BATCH}, got {limit}")
+    return limit
 
 
 def prepare_append(

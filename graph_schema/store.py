@@ -561,6 +561,43 @@ class MemoryStore(Protocol):
         """
         ...
 
+    # -- derived search text of tool messages -------------------------------------------
+    #
+    # A tool call or result is found by what it is about (scheduler/search_text.py): that
+    # text is written once beside the content, which never changes, and indexed for text
+    # search with it.
+
+    async def missing_search_texts(
+        self, partition: str | None, limit: int = 256, *, after: str | None = None
+    ) -> list[Message]:
+        """Tool messages whose search text is not written yet, whole, ordered by id.
+
+        A tool message is a result (role ``tool``) or a call (an assistant message with
+        a ``tool_call_id``). ``after`` keeps only ids greater than it: a cursor, so the
+        ``search_text`` maintenance step walks a large store once.
+
+        :raises InvalidInput: if ``limit`` is below 1 or above ``MAX_BATCH``.
+        """
+        ...
+
+    async def set_search_texts(self, items: Sequence[tuple[str, str]]) -> int:
+        """Write each ``(message id, text)``'s search text, in one transaction, where none is yet.
+
+        The text is indexed for text search beside the content; ``''`` says there is
+        nothing to add. Written once: a message that has one keeps it, and an id that
+        names no message is skipped. A message's vector made before its text existed
+        was made from its raw content, so it is deleted with the write, for the
+        embedding backfill to make again from the new text; a vector made after (the
+        embedder writes the text first) is never touched.
+
+        Returns:
+            How many messages got their text.
+
+        :raises InvalidInput: if more than ``MAX_BATCH`` items are given, or a text is
+            longer than ``MAX_EMBED_CHARS`` or not valid UTF-8; nothing is written.
+        """
+        ...
+
     # -- transfer: writing records exactly as another store held them ------------------
     #
     # Export, import and migrate copy a memory between stores; these verbs write what

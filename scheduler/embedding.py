@@ -65,10 +65,13 @@ async def query_vector(store: MemoryStore, embedder: Embedder, query: str) -> li
 async def _embed(store: MemoryStore, embedder: Embedder, todo: Sequence[EmbeddingTodo]) -> int:
     """Embed a batch, tool calls and results by what they are about (`search_texts`), and store the vectors.
 
-    A long text is embedded in windows (`pieces`), each a vector of its node.
+    A long text is embedded in windows (`pieces`), each a vector of its node. The derived
+    texts are stored first (`MemoryStore.set_search_texts`): a tool message with a vector
+    and no text beside it was then embedded from its raw content.
     """
-    cut = [(item.id, piece) for item, text in zip(todo, await search_texts(store, todo), strict=True)
-           for piece in pieces(text)]  # fmt: skip
+    texts, derived = await search_texts(store, todo)
+    await store.set_search_texts(derived)
+    cut = [(item.id, piece) for item, text in zip(todo, texts, strict=True) for piece in pieces(text)]
     vectors = await embedder.embed([piece for _, piece in cut])
     items = [(node_id, vector) for (node_id, _), vector in zip(cut, vectors, strict=True)]
     return await store.set_embeddings(items, embedder.name)

@@ -52,6 +52,7 @@ from palimpsest.scheduler.embedding import backfill_embeddings
 from palimpsest.scheduler.facts import evolve_facts
 from palimpsest.scheduler.foreground import ForegroundGate
 from palimpsest.scheduler.portability.archive import archive_to_budget
+from palimpsest.scheduler.search_text import fill_search_texts
 from palimpsest.scheduler.summarizer import Summarizer
 
 logger = logging.getLogger(__name__)
@@ -108,11 +109,15 @@ def evolution_steps(
     facts: bool = True,
     progress: Progress | None = None,
 ) -> list[EvolutionStep]:
-    """The evolution tick's steps, in the order they run: facts, embeddings, archiving, vector upkeep.
+    """The evolution tick's steps, in the order they run: facts, search text, embeddings, archiving, vector upkeep.
 
     Why a factory: a step needs the store and embedder of the process that runs it (the
     server's lifespan or ``palimpsest maintain``), and both build their steps here.
     Embedding last means the facts extracted this tick are embedded in the same tick.
+    The ``search_text`` step writes what tool messages are about where no embedder did
+    (`fill_search_texts`), with or without an embedder, and drops the vectors made from
+    their raw content before that text existed: the embeddings step after it makes them
+    again in the same tick (``progress`` hears it as job ``search_text``).
     With a size ``budget`` (``PALIMPSEST_MAX_STORE_MB``), the oldest threads are
     archived until the store fits it. ``facts`` off (``PALIMPSEST_FACTS=off``) leaves the
     fact step out, so no thread's facts are extracted. ``progress`` (the CLI's bars)
@@ -121,6 +126,8 @@ def evolution_steps(
     laid out and reclaimed in it, under the evolution lease rather than inside a search.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
+    derived = None if progress is None else partial(progress, "search_text")
+    steps.append(EvolutionStep("search_text", lambda pause: fill_search_texts(store, pause=pause, progress=derived)))
     if embedder is not None:
         embedded = None if progress is None else partial(progress, "embeddings")
         steps.append(

@@ -62,7 +62,7 @@ async def test_search_is_text_until_maintenance_backfills_then_hybrid(
     cycles = await Maintenance(store, settings.maintenance, make_summarizer(settings.llm), steps=steps).run_once()
     evolution = cycles["evolution"]
     assert evolution is not None and evolution.errors == []
-    assert evolution.steps == {"embeddings": 5, "vector_upkeep": 0}
+    assert evolution.steps == {"search_text": 0, "embeddings": 5, "vector_upkeep": 0}
     assert [event for event in heard if event[0] == "embeddings"] == [("embeddings", 0, 5), ("embeddings", 5, 5)]
 
     after = await grep_memories(store, QUERY, partition=P, embedder=embedder)

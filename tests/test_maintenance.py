@@ -692,16 +692,16 @@ async def test_the_standard_evolution_extracts_the_facts_of_threads_whose_layer_
     for thread_id in ("t-on", "t-off"):
         await store.append_messages(PARTITION, thread_id, [NewMessage(role="assistant", content=decision)])
     await store.set_fact_layer(PARTITION, "t-off", False)  # on by default: `kg off` turns one off
-    # PALIMPSEST_FACTS=off: no fact step; vector upkeep always runs last.
-    assert [step.name for step in evolution_steps(store, None, facts=False)] == ["vector_upkeep"]
+    # PALIMPSEST_FACTS=off: no fact step; tool messages' search text always, vector upkeep always last.
+    assert [step.name for step in evolution_steps(store, None, facts=False)] == ["search_text", "vector_upkeep"]
     steps = evolution_steps(store, None)
-    assert [step.name for step in steps] == ["facts", "vector_upkeep"]
+    assert [step.name for step in steps] == ["facts", "search_text", "vector_upkeep"]
 
     cycle = await Maintenance(
         store, make_settings().maintenance, ExtractiveSummarizer(), steps=steps, holder="alpha"
     ).evolution_tick()
 
-    assert cycle is not None and cycle.facts == 1 and cycle.steps == {"facts": 1, "vector_upkeep": 0}
+    assert cycle is not None and cycle.facts == 1 and cycle.steps == {"facts": 1, "search_text": 0, "vector_upkeep": 0}
     facts = await store.list_facts(PARTITION)
     assert [fact.thread_id for fact in facts] == ["t-on"]
     assert "JWT" in facts[0].text

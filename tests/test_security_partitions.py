@@ -7,6 +7,7 @@ processes that maintain the store. Each test runs on both stores.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,6 +110,17 @@ CREATE TABLE fact_layer (
 WORDS = ["the needle is in auth.py", "second turn", "third turn"]
 
 
+def before_derived_text(schema: str) -> str:
+    """Today's schema less what came with tool messages' derived search text, as an old file had it."""
+    schema = re.sub(r"CREATE INDEX IF NOT EXISTS messages_search_text_missing.*?;", "", schema, flags=re.S)
+    schema = re.sub(r"CREATE TRIGGER IF NOT EXISTS messages_fts_search_text.*?END;", "", schema, flags=re.S)
+    schema = schema.replace("content, search_text, content = 'messages'", "content, content = 'messages'")
+    return schema.replace(
+        "(rowid, content, search_text) VALUES (new.pk, new.content, new.search_text)",
+        "(rowid, content) VALUES (new.pk, new.content)",
+    )
+
+
 def old_sqlite_file(path: Path) -> None:
     """A file as the old code left it: old keys, three messages under old ids, its full-text index."""
     from test_security_ids import _old_message_id
@@ -119,7 +131,7 @@ def old_sqlite_file(path: Path) -> None:
     when = "2024-05-01T10:00:00.000000+00:00"
     with sqlite3.connect(path) as raw:
         raw.executescript(OLD_TABLES)
-        raw.executescript(schema)
+        raw.executescript(before_derived_text(schema))
         raw.execute(
             "INSERT INTO threads VALUES ('shared', 'alpha', NULL, ?, ?, 3, 0, ?)",
             (when, when, sum(estimate_tokens(w) for w in WORDS)),

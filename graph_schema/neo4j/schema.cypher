@@ -25,10 +25,12 @@ CREATE RANGE INDEX summary_thread_level IF NOT EXISTS FOR (s:Summary) ON (s.thre
 // Threads of one partition (list_threads, compaction_candidates, stats).
 CREATE RANGE INDEX thread_partition IF NOT EXISTS FOR (t:Thread) ON (t.partition);
 
-// One Lucene index over every searchable text: message content, summary and fact text.
-// Words are stemmed (Lucene's English analyzer: "researching" finds "research"); an
-// index made with another analyzer is dropped and rebuilt by initialize().
-CREATE FULLTEXT INDEX memory_text IF NOT EXISTS FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text]
+// One Lucene index over every searchable text: message content, summary and fact text,
+// and a tool message's derived search_text (scheduler/search_text.py: what a call or
+// result is about, written once beside its content). Words are stemmed (Lucene's
+// English analyzer: "researching" finds "research"); an index made with another
+// analyzer or over other properties is dropped and rebuilt by initialize().
+CREATE FULLTEXT INDEX memory_text IF NOT EXISTS FOR (n:Message|Summary|Fact) ON EACH [n.content, n.text, n.search_text]
 OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}};
 
 // Maintenance: a lease per background job or thread being compacted (MERGE on the

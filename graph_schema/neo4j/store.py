@@ -59,6 +59,7 @@ from palimpsest.graph_schema.neo4j.base import (
     thread_from_record,
 )
 from palimpsest.graph_schema.neo4j.dag import Neo4jDag
+from palimpsest.graph_schema.neo4j.derived import Neo4jDerived
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
 from palimpsest.graph_schema.neo4j.positions import Neo4jPositions
@@ -74,10 +75,19 @@ _SCHEMA_ALREADY_THERE = "AlreadyExists"
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def snippet(text: str, query: str, width: int = 240) -> str:
-    """A window of ``text`` around the first word of ``query`` it contains."""
+def snippet(text: str, query: str, width: int = 240, derived: str | None = None) -> str:
+    """A window of ``text`` around the first word of ``query`` it contains.
+
+    ``derived``, a tool message's search text, is shown instead when it holds a word of
+    the query and ``text``, the content, holds none: the hit was found by what the
+    message is about.
+    """
     words = sorted(set(identity.words(query)), key=len, reverse=True)[: q.MAX_QUERY_TERMS]
-    found = re.search("|".join(map(re.escape, words)), text, re.IGNORECASE) if words else None
+    pattern = re.compile("|".join(map(re.escape, words)), re.IGNORECASE) if words else None
+    found = pattern.search(text) if pattern else None
+    if found is None and derived and pattern and pattern.search(derived):
+        text = derived
+        found = pattern.search(text)
     start = max(0, (found.start() if found else 0) - width // 3)
     end = min(len(text), start + width)
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
@@ -93,7 +103,15 @@ def _epoch_us(value: datetime) -> int:
 
 
 class Neo4jStore(
-    Neo4jDag, Neo4jFacts, Neo4jVectors, Neo4jMaintenance, Neo4jTransfer, Neo4jArchive, Neo4jPositions, MemoryStore
+    Neo4jDag,
+    Neo4jFacts,
+    Neo4jVectors,
+    Neo4jMaintenance,
+    Neo4jTransfer,
+    Neo4jArchive,
+    Neo4jPositions,
+    Neo4jDerived,
+    MemoryStore,
 ):
     """`MemoryStore` on a Neo4j 5 server (or cluster, or Aura) over Bolt.
 
@@ -160,13 +178,16 @@ class Neo4jStore(
         await self._query(q.MARK_SCHEMA_VERSION, write=True, version=version, now=utcnow())
 
     async def _drop_stale_text_index(self, driver: AsyncDriver) -> None:
-        """Drop ``memory_text`` when it was made with another analyzer than the schema's.
+        """Drop ``memory_text`` when it was made with another analyzer or properties than the schema's.
 
         ``CREATE ... IF NOT EXISTS`` would keep the old index, whose words then differ
-        from the stemmed query's; the schema statement that follows makes it anew.
+        from the stemmed query's, or which leaves out tool messages' ``search_text``;
+        the schema statement that follows makes it anew.
         """
         found, _, _ = await driver.execute_query(q.TEXT_INDEX_ANALYZER, database_=self._credentials.database)
-        if found and found[0]["analyzer"] != q.text_analyzer():
+        if found and (
+            found[0]["analyzer"] != q.text_analyzer() or sorted(found[0]["properties"]) != q.text_properties()
+        ):
             await driver.execute_query(q.DROP_TEXT_INDEX, database_=self._credentials.database)
 
     async def close(self) -> None:
@@ -284,7 +305,7 @@ class Neo4jStore(
         """
         check_limit(limit)
         asked = check_kinds(kinds)
-        lucene = q.lucene_query(query)
+        lucene = q.text_index_query(query)
         if lucene is None or not asked:
             return []
         rows = await self._top_hits(
@@ -305,7 +326,7 @@ class Neo4jStore(
                 thread_id=row["thread_id"],
                 partition=row["partition"],
                 score=row["score"],
-                snippet=snippet(row["text"] or "", query),
+                snippet=snippet(row["text"] or "", query, derived=row["derived"]),
                 created_at=epoch_us(row["created_at"]),
                 source_id=row["source_id"],
                 level=row["level"],

@@ -13,6 +13,11 @@ nothing. The changes so far:
   foreign keys off meanwhile, as SQLite's documented way to change a key requires.
 - Read positions in their own table instead of message metadata ``hook_cursor``
   (`palimpsest.graph_schema.sqlite.positions`): moved over when the table is first made.
+- ``messages.search_text``, a tool message's derived text (``scheduler/search_text.py``):
+  one added column, NULL on every old row until the ``search_text`` maintenance step
+  writes it; the content-only insert trigger is dropped and ``messages_fts`` rebuilt
+  with the second column first (``fts.upgrade_indexes``), as the rekey below copies
+  rows through the new trigger.
 - The index ``embeddings_by_partition`` dropped: no query uses it (vector searches
   read the files beside the database; the table is read by model and pk), and every
   vector written paid for it.
@@ -29,6 +34,8 @@ from __future__ import annotations
 import sqlite3
 
 from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.graph_schema.sqlite.base import transaction
+from palimpsest.graph_schema.sqlite.fts import upgrade_indexes
 from palimpsest.graph_schema.sqlite.positions import move_legacy_positions
 
 
@@ -43,6 +50,11 @@ def migrate(conn: sqlite3.Connection, schema: str) -> None:
     conn.execute(q.DROP_UNUSED_INDEXES)
     if "secrets_redacted" not in _columns(conn, "threads"):
         conn.execute(q.ADD_SECRETS_REDACTED)
+    if (columns := _columns(conn, "messages")) and "search_text" not in columns:
+        with transaction(conn, "IMMEDIATE"):
+            conn.execute(q.ADD_SEARCH_TEXT)
+            conn.execute(q.DROP_CONTENT_ONLY_TRIGGER)
+        upgrade_indexes(conn, schema)
     positions_missing = not _columns(conn, "read_positions")
     if {row[0] for row in conn.execute(q.THREAD_KEY)} != {"partition", "id"}:
         _rekey(conn, schema)

@@ -209,10 +209,12 @@ _FACT_FILTERS = """
 """
 
 
-def _ranked_search(fts: str, table: str, columns: str, filters: str) -> str:
+def _ranked_search(fts: str, table: str, columns: str, filters: str, derived: str = "NULL") -> str:
     """Search ``fts``: the newest ``:candidates`` matches ranked by bm25, ``:limit`` returned.
 
-    ``columns`` ends with the indexed text, from which the caller builds snippets.
+    ``columns`` ends with the indexed text, from which the caller builds snippets; after
+    the score comes ``derived``, a message's search_text, the snippet's source when the
+    query matched only there.
     """
     return f"""
 WITH ranked AS (
@@ -223,7 +225,7 @@ WITH ranked AS (
         ORDER BY {fts}.rowid DESC LIMIT :candidates
     ) ORDER BY score DESC, pk DESC LIMIT :limit
 )
-SELECT {columns}, ranked.score
+SELECT {columns}, ranked.score, {derived}
 FROM ranked JOIN {table} AS n ON n.pk = ranked.pk
 ORDER BY ranked.score DESC, ranked.pk DESC
 """
@@ -231,7 +233,7 @@ ORDER BY ranked.score DESC, ranked.pk DESC
 
 SEARCH_MESSAGES = _ranked_search(
     "messages_fts", "messages", "n.id, n.source_id, n.thread_id, n.partition, n.role, NULL, n.created_at, n.content",
-    _SEARCH_FILTERS + _TIME_FILTERS,
+    _SEARCH_FILTERS + _TIME_FILTERS, "n.search_text",
 )  # fmt: skip
 SEARCH_SUMMARIES = _ranked_search(
     "summaries_fts", "summaries", "n.id, NULL, n.thread_id, n.partition, NULL, n.level, n.created_at, n.text",
@@ -263,6 +265,8 @@ SNIPPET_TABLE = """
 CREATE VIRTUAL TABLE kept USING fts5 (text, tokenize = 'porter unicode61 remove_diacritics 2')
 """
 SNIPPET_INSERT = "INSERT INTO kept (rowid, text) VALUES (?, ?)"
+#: Characters of a text shown when no snippet could be built for it.
+SNIPPET_FALLBACK_CHARS = 240
 #: About 40 tokens around the best cluster of matched words, '…' where the text is cut.
 SNIPPETS = """
 SELECT rowid, snippet(kept, 0, '', '', '…', 40) FROM kept
@@ -509,6 +513,10 @@ def query_words(text: str) -> list[str]:
 TABLE_COLUMNS = "SELECT name FROM pragma_table_info(:table)"
 DROP_UNUSED_INDEXES = "DROP INDEX IF EXISTS embeddings_by_partition"
 ADD_SECRETS_REDACTED = "ALTER TABLE threads ADD COLUMN secrets_redacted INTEGER NOT NULL DEFAULT 0"
+#: Files from before tool messages had a derived text: the column, and the insert trigger
+#: that indexed the content alone dropped (schema.sql makes it anew with both columns).
+ADD_SEARCH_TEXT = "ALTER TABLE messages ADD COLUMN search_text TEXT"
+DROP_CONTENT_ONLY_TRIGGER = "DROP TRIGGER IF EXISTS messages_fts_insert"
 
 #: Files from before threads were keyed by (partition, id): the four tables that name a
 #: thread are renamed aside (their triggers and indexes dropped, schema.sql makes them
@@ -601,8 +609,8 @@ SELECT count(*), count(s.child_id) FROM messages AS m LEFT JOIN summarizes AS s 
 WHERE m.{_ARCHIVED_RUN}
 """
 ARCHIVE_FTS_DELETE = f"""
-INSERT INTO messages_fts (messages_fts, rowid, content)
-SELECT 'delete', pk, content FROM messages WHERE {_ARCHIVED_RUN}
+INSERT INTO messages_fts (messages_fts, rowid, content, search_text)
+SELECT 'delete', pk, content, search_text FROM messages WHERE {_ARCHIVED_RUN}
 """
 ARCHIVE_EMBEDDINGS_DELETE = f"DELETE FROM embeddings WHERE node_id IN (SELECT id FROM messages WHERE {_ARCHIVED_RUN})"
 ARCHIVE_MESSAGES_DELETE = f"DELETE FROM messages WHERE {_ARCHIVED_RUN}"
@@ -658,3 +666,18 @@ WHERE metadata LIKE '%"hook_cursor"%' AND json_extract(metadata, '$.hook_cursor'
 ORDER BY partition, thread_id, seq
 """
 SET_MESSAGE_METADATA = "UPDATE messages SET metadata = :metadata WHERE id = :id"
+
+# -- derived search text of tool messages (``derived``) -----------------------------------
+
+#: The tool messages (results, and calls: an assistant message with a tool_call_id) whose
+#: search_text is not written yet, by id from ``:after``: the partial index
+#: ``messages_search_text_missing`` holds exactly these rows.
+MISSING_SEARCH_TEXTS = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_search_text_missing
+WHERE search_text IS NULL AND (role = 'tool' OR (role = 'assistant' AND tool_call_id IS NOT NULL))
+  AND id > :after AND (:partition IS NULL OR partition = :partition)
+ORDER BY id LIMIT :limit
+"""
+#: Write a message's search_text once (a trigger re-indexes its row); a second write,
+#: or one racing it, changes nothing.
+SET_SEARCH_TEXT = "UPDATE messages SET search_text = :text WHERE id = :id AND search_text IS NULL"

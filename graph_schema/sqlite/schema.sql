@@ -49,10 +49,19 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at   TEXT NOT NULL,
     tool_call_id TEXT,
     metadata     TEXT NOT NULL DEFAULT '{}',
+    -- What a tool call or result is about, in words (scheduler/search_text.py), indexed for
+    -- text search beside the content, which never changes: NULL until derived ('' when
+    -- there is nothing to say), written once, by the embedder or the search_text step.
+    search_text  TEXT,
     FOREIGN KEY (partition, thread_id) REFERENCES threads (partition, id),
     UNIQUE (partition, thread_id, seq),
     UNIQUE (partition, thread_id, source_id)
 );
+
+-- The tool messages whose derived text is still to be written (the search_text step walks
+-- these by id, so a store where every one has it costs that step nothing to look at).
+CREATE INDEX IF NOT EXISTS messages_search_text_missing ON messages (id)
+WHERE search_text IS NULL AND (role = 'tool' OR (role = 'assistant' AND tool_call_id IS NOT NULL));
 
 CREATE TABLE IF NOT EXISTS summaries (
     pk            INTEGER PRIMARY KEY,
@@ -146,17 +155,24 @@ CREATE TABLE IF NOT EXISTS fact_layer (
 
 -- Full text: external-content FTS5 tables (the text is stored once, in the tables above)
 -- kept in sync by triggers. Messages and summaries are immutable, so inserts are the
--- only change to follow; facts may be cleared (`kg clear`), so deletes are followed too.
+-- only change to follow, bar a message's search_text written once later (a second
+-- column of its row); facts may be cleared (`kg clear`), so deletes are followed too.
 -- Words are stemmed (porter: "researching" finds "research"; measured in
 -- server/retrieval/hybrid.py); a store made with another tokenizer is re-indexed when
 -- opened (fts.py).
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5 (
-    content, content = 'messages', content_rowid = 'pk',
+    content, search_text, content = 'messages', content_rowid = 'pk',
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 
 CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts (rowid, content) VALUES (new.pk, new.content);
+    INSERT INTO messages_fts (rowid, content, search_text) VALUES (new.pk, new.content, new.search_text);
+END;
+
+CREATE TRIGGER IF NOT EXISTS messages_fts_search_text AFTER UPDATE OF search_text ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, content, search_text)
+    VALUES ('delete', old.pk, old.content, old.search_text);
+    INSERT INTO messages_fts (rowid, content, search_text) VALUES (new.pk, new.content, new.search_text);
 END;
 
 CREATE VIRTUAL TABLE IF NOT EXISTS summaries_fts USING fts5 (

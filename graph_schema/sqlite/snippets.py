@@ -20,29 +20,49 @@ from collections.abc import Sequence
 from palimpsest.graph_schema.sqlite import queries as q
 
 
-def snippets(matched: Sequence[tuple[str, str]]) -> list[str]:
+def snippets(matched: Sequence[tuple[str, str, str | None]]) -> list[str]:
     """The FTS5 snippet of each text for the query it matched, in the order given.
 
+    A tool message is indexed by its content and its derived search text (schema.sql):
+    its snippet comes from the content, the words the agent and the tool wrote, and
+    from the derived text only when the query matched none of the content's words.
+
     Args:
-        matched: ``(text, fts_query)`` pairs, each text one that ``fts_query`` matched
-            in the store (its stored text: messages, summaries and facts never change
-            their text, so it matches here too).
+        matched: ``(text, fts_query, derived)`` triples, each text one that
+            ``fts_query`` matched in the store, in its stored text (messages,
+            summaries and facts never change their text, so it matches here too) or
+            in ``derived``, a message's search_text (None for other nodes).
 
     Returns:
-        One snippet per pair.
+        One snippet per triple.
     """
     if not matched:
         return []
+    found = _snippets([(index, text, fts_query) for index, (text, fts_query, _) in enumerate(matched)])
+    derived_only = [
+        (index, derived, fts_query)
+        for index, (_, fts_query, derived) in enumerate(matched)
+        if index not in found and derived
+    ]
+    found.update(_snippets(derived_only))
+    # A row matched by neither (its text changed since the search read it) shows its opening.
+    return [found.get(index, text[: q.SNIPPET_FALLBACK_CHARS]) for index, (text, _, _) in enumerate(matched)]
+
+
+def _snippets(rows: Sequence[tuple[int, str, str]]) -> dict[int, str]:
+    """``{index: snippet}`` for the ``(index, text, fts_query)`` rows whose text the query matches."""
+    if not rows:
+        return {}
     by_query: dict[str, list[int]] = defaultdict(list)
-    for index, (_, fts_query) in enumerate(matched):
+    for index, _, fts_query in rows:
         by_query[fts_query].append(index)
     conn = sqlite3.connect(":memory:")
     try:
         conn.execute(q.SNIPPET_TABLE)
-        conn.executemany(q.SNIPPET_INSERT, [(index, text) for index, (text, _) in enumerate(matched)])
+        conn.executemany(q.SNIPPET_INSERT, [(index, text) for index, text, _ in rows])
         found: dict[int, str] = {}
         for fts_query, rowids in by_query.items():
             found.update(conn.execute(q.SNIPPETS, {"query": fts_query, "rowids": json.dumps(rowids)}))
     finally:
         conn.close()
-    return [found[index] for index in range(len(matched))]
+    return found

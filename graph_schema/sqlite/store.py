@@ -56,6 +56,7 @@ from palimpsest.graph_schema.sqlite.base import (
     transaction,
 )
 from palimpsest.graph_schema.sqlite.dag import SqliteDag
+from palimpsest.graph_schema.sqlite.derived import SqliteDerived
 from palimpsest.graph_schema.sqlite.facts import SqliteFacts
 from palimpsest.graph_schema.sqlite.footprint import measure
 from palimpsest.graph_schema.sqlite.fts import upgrade_indexes
@@ -93,7 +94,14 @@ def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMes
 
 
 class SqliteStore(
-    SqliteDag, SqliteFacts, SqliteVectors, SqliteMaintenance, SqliteTransfer, SqliteArchive, SqlitePositions
+    SqliteDag,
+    SqliteFacts,
+    SqliteVectors,
+    SqliteMaintenance,
+    SqliteTransfer,
+    SqliteArchive,
+    SqlitePositions,
+    SqliteDerived,
 ):
     """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""
 
@@ -305,6 +313,8 @@ class SqliteStore(
 
         Snippets are built for the ``limit`` hits returned only, by FTS5 from their
         stored text (``snippets``): the candidates each query ranks never pay for one.
+        A tool message matched only by its derived ``search_text`` (the index's second
+        column) shows that text instead.
         """
         searched = check_kinds(kinds)
         limit = page_limit(limit)
@@ -332,7 +342,7 @@ class SqliteStore(
                 found.values(),
                 key=lambda hit: (-hit[1][8], -datetime.fromisoformat(hit[1][6]).timestamp(), hit[1][0]),
             )[:limit]
-            texts = snippets([(row[7], fts_query) for _, row, fts_query in kept])
+            texts = snippets([(row[7], fts_query, row[9]) for _, row, fts_query in kept])
             return [
                 SearchHit(
                     id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3], role=row[4],
