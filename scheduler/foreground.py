@@ -11,6 +11,9 @@ default): after a slice of work that took ``w`` seconds, a background task waits
 most ``w * (1 - share) / share`` for the foreground to go quiet (and never more than
 a cap), then does its next slice anyway. A slice is one summary or one batch, so a tool
 call waits behind one slice at most, and the backlog of a busy server still shrinks.
+Work that has fallen far behind may ask for a larger share at its wait (compaction of
+a thread at twice its trigger asks for twice the share: `palimpsest.scheduler.maintenance`),
+so under sustained appends a backlog stays bounded instead of growing with the load.
 
 The gate is in-process on purpose: across processes the store's leases decide who
 runs a job, and each process only has to be polite to its own clients.
@@ -92,20 +95,26 @@ class ForegroundGate:
             self._last_left = asyncio.get_running_loop().time()
             self._changed.set()
 
-    async def wait_idle(self) -> bool:
+    async def wait_idle(self, share: float | None = None) -> bool:
         """Wait until no tool call is in flight and the quiet window has passed.
 
         Why a bound: under a steady stream of calls the gate would never open, and
         memory would never be digested; once the calling task's share is due (or after
         ``max_wait_seconds``) one more slice goes through.
 
+        Args:
+            share: The share this wait is owed in place of ``background_share`` (work
+                that has fallen behind asks for more), in (0, 1].
+
         Returns:
             True when the foreground went idle, False when the wait hit its bound.
         """
+        if share is not None and not 0 < share <= 1:
+            raise ValueError(f"share must be in (0, 1], got {share}")
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         start = loop.time()
-        deadline = start + self._longest_wait(task, start)
+        deadline = start + self._longest_wait(task, start, share or self.background_share)
         try:
             while True:
                 now = loop.time()
@@ -131,7 +140,7 @@ class ForegroundGate:
             if task is not None:
                 self._resumed[task] = loop.time()
 
-    def _longest_wait(self, task: asyncio.Task[object] | None, now: float) -> float:
+    def _longest_wait(self, task: asyncio.Task[object] | None, now: float, share: float) -> float:
         """How long this wait may last: the share owed for the task's last slice, capped.
 
         A task with no slice yet (a tick starting) owes what the last slice of any
@@ -143,5 +152,5 @@ class ForegroundGate:
             self._last_slice = now - resumed
         if self._last_slice is None:
             return self.max_wait_seconds
-        owed = self._last_slice * (1 - self.background_share) / self.background_share
+        owed = self._last_slice * (1 - share) / share
         return min(owed, self.max_wait_seconds)

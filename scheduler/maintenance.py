@@ -71,6 +71,9 @@ STOP_SECONDS = 5.0
 #: Candidates read per thread a tick may compact: threads other processes hold are
 #: skipped, and the tick goes on down the list.
 CANDIDATES_PER_THREAD = 4
+#: A thread this many times its compaction floor behind (`backlog_floor`) is compacted
+#: with a larger share of a busy process's time (`catch_up_share`).
+BEHIND_FACTOR = 2
 #: Compaction ticks one scheduled run chains at most while threads stay due
 #: (`Maintenance.compaction_run`): a bound on one run, the next interval goes on.
 CATCH_UP_TICKS = 50
@@ -188,6 +191,20 @@ def _quiet_skipped_fires() -> None:
     scheduler_log = logging.getLogger("apscheduler.scheduler")
     if not any(isinstance(known, _NotSkippedFires) for known in scheduler_log.filters):
         scheduler_log.addFilter(_NotSkippedFires())
+
+
+def catch_up_share(base: float, uncovered: int, floor: int) -> float | None:
+    """The share of a busy process owed to compacting a thread ``uncovered`` messages behind.
+
+    None (the gate's own share) until the thread is `BEHIND_FACTOR` times its floor
+    behind; then twice the base share, at most all of it. Why: with the base share alone
+    a process under constant calls compacts at a fixed rate, and appends faster than
+    that rate grow a thread's backlog without bound; a thread far behind is owed more,
+    and each wait still lets the calls in flight go first.
+    """
+    if uncovered < BEHIND_FACTOR * floor:
+        return None
+    return min(1.0, 2 * base)
 
 
 def _describe(exc: BaseException) -> str:
@@ -384,8 +401,8 @@ class Maintenance:
             self.store, self.holder, seconds=self.lease_seconds, heartbeat=self.heartbeat_seconds, clock=self.clock
         )
 
-    async def _checkpoint(self, leases: LeaseKeeper, name: str) -> None:
-        """A pause point of the work under lease ``name``: stop, yield, renew, check.
+    async def _checkpoint(self, leases: LeaseKeeper, name: str, share: float | None = None) -> None:
+        """A pause point of the work under lease ``name``: stop, yield (within ``share``), renew, check.
 
         Raises:
             Stopping: once `shutdown` has begun.
@@ -394,15 +411,15 @@ class Maintenance:
         if self._stopping:
             raise Stopping
         if self.gate is not None:
-            await self.gate.wait_idle()
+            await self.gate.wait_idle(share)
             if self._stopping:
                 raise Stopping
         await leases.renew()
         leases.check(name)
 
-    def _pause(self, leases: LeaseKeeper, name: str) -> Pause:
+    def _pause(self, leases: LeaseKeeper, name: str, share: float | None = None) -> Pause:
         async def pause() -> None:
-            await self._checkpoint(leases, name)
+            await self._checkpoint(leases, name, share)
 
         return pause
 
@@ -453,7 +470,7 @@ class Maintenance:
                             candidate.thread_id,
                             config,
                             self.summarizer,
-                            pause=self._pause(leases, name),
+                            pause=self._pause(leases, name, self._share_for(candidate.uncovered)),
                             written=tally.add,
                         )
                     except (Stopping, asyncio.CancelledError):
@@ -483,6 +500,12 @@ class Maintenance:
         if cancelled:
             raise asyncio.CancelledError
         return cycle
+
+    def _share_for(self, uncovered: int) -> float | None:
+        """The share owed to compacting a thread this far behind (None: the gate's own)."""
+        if self.gate is None:
+            return None
+        return catch_up_share(self.gate.background_share, uncovered, backlog_floor(self.settings.compaction))
 
     async def compaction_run(self) -> None:
         """Compaction ticks back to back while each one writes summaries and a thread is still due.

@@ -43,6 +43,7 @@ from palimpsest.scheduler.maintenance import (
     EvolutionStep,
     Maintenance,
     backlog_floor,
+    catch_up_share,
     evolution_steps,
 )
 from palimpsest.scheduler.summarizer import Background, SummaryDraft
@@ -477,6 +478,49 @@ async def test_under_constant_load_background_work_gets_its_share() -> None:
         await asyncio.gather(*calls)
     with pytest.raises(ValueError, match="background_share"):
         ForegroundGate(background_share=0)
+
+
+async def test_a_wait_that_asks_for_a_larger_share_is_held_less() -> None:
+    """Work far behind asks for all of the time: after its slice it owes no wait at all.
+
+    The gate's own share (a hundredth) would hold each wait to the 30 s cap while a call
+    is in flight; asked with a share of 1, the wait ends at once, and the call is still
+    in flight when it does.
+    """
+    gate = ForegroundGate(quiet_seconds=0.02, max_wait_seconds=30, background_share=0.01)
+    release = asyncio.Event()
+    busy = asyncio.Event()
+
+    async def endless_call() -> None:
+        async with gate.foreground():
+            busy.set()
+            await release.wait()
+
+    calls: list[asyncio.Task[None]] = []
+
+    async def background() -> list[bool]:
+        waits = [await gate.wait_idle()]  # the tick starts while the server is idle
+        calls.append(asyncio.create_task(endless_call()))
+        await busy.wait()
+        await asyncio.sleep(0.05)  # one slice of work
+        waits.append(await gate.wait_idle(share=1.0))
+        return waits
+
+    try:
+        assert await asyncio.wait_for(background(), 10) == [True, False]
+        assert gate.active == 1
+        with pytest.raises(ValueError, match="share must be in"):
+            await gate.wait_idle(share=0)
+    finally:
+        release.set()
+        await asyncio.gather(*calls)
+
+
+def test_a_thread_twice_its_floor_behind_is_owed_twice_the_share() -> None:
+    floor = backlog_floor(make_settings().maintenance.compaction)  # 6 + 2 + 1
+    assert catch_up_share(0.25, 2 * floor - 1, floor) is None
+    assert catch_up_share(0.25, 2 * floor, floor) == 0.5
+    assert catch_up_share(0.75, 10 * floor, floor) == 1.0
 
 
 async def test_a_stopping_process_ends_background_waits_at_once() -> None:
