@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.models import EmbeddingTodo, SearchKind
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler import paging
 from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.pieces import pieces
@@ -123,28 +124,20 @@ async def backfill_embeddings(
         EmbeddingFailed: if the embedder fails; batches before it stay written.
     """
     await ensure_vectors(store, embedder)
-    total = await _count_missing(store, partition) if progress is not None else 0
+    total = 0
     if progress is not None:
+        total = await paging.count(
+            lambda after: store.missing_embeddings(partition, ALL_KINDS, COUNT_PAGE, after=after)
+        )
         progress(0, total)
     written = 0
-    cursor: str | None = None
-    while todo := await store.missing_embeddings(partition, ALL_KINDS, batch, after=cursor):
+    async for todo in paging.walk(lambda after: store.missing_embeddings(partition, ALL_KINDS, batch, after=after)):
         written += await _embed(store, embedder, todo)
-        cursor = todo[-1].id
         if progress is not None:
             progress(written, max(total, written))
         if pause is not None:
             await pause()
     return written
-
-
-async def _count_missing(store: MemoryStore, partition: str | None) -> int:
-    count = 0
-    cursor: str | None = None
-    while page := await store.missing_embeddings(partition, ALL_KINDS, COUNT_PAGE, after=cursor):
-        count += len(page)
-        cursor = page[-1].id
-    return count
 
 
 class EmbeddingQueue:

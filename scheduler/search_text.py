@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 from palimpsest.graph_schema.models import MAX_EMBED_CHARS, EmbeddingTodo, Message, MessageRef, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler import paging
 from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.session_facts import clip
 
@@ -266,27 +267,17 @@ async def fill_search_texts(
     Returns:
         How many messages got their text.
     """
-    total = await _count_missing(store, partition) if progress is not None else 0
+    total = 0
     if progress is not None:
+        total = await paging.count(lambda after: store.missing_search_texts(partition, FILL_BATCH, after=after))
         progress(0, total)
     written = done = 0
-    cursor: str | None = None
-    while todo := await store.missing_search_texts(partition, batch, after=cursor):
+    async for todo in paging.walk(lambda after: store.missing_search_texts(partition, batch, after=after)):
         items = [(message.id, await message_search_text(store, message)) for message in todo]
         written += await store.set_search_texts(items)
         done += len(todo)
-        cursor = todo[-1].id
         if progress is not None:
             progress(done, max(total, done))
         if pause is not None:
             await pause()
     return written
-
-
-async def _count_missing(store: MemoryStore, partition: str | None) -> int:
-    count = 0
-    cursor: str | None = None
-    while page := await store.missing_search_texts(partition, FILL_BATCH, after=cursor):
-        count += len(page)
-        cursor = page[-1].id
-    return count
