@@ -173,7 +173,11 @@ def result_heading(
 def result_text(content: str, call: str | None = None, *, tool_name: str | None = None, is_error: bool = False) -> str:
     """A result in words: what it answers (``call``, the call's content), how it ended, its salient, first and
     last lines."""
-    heading = result_heading(content, call, tool_name=tool_name, is_error=is_error)
+    return _with_lines(result_heading(content, call, tool_name=tool_name, is_error=is_error), content)
+
+
+def _with_lines(heading: str, content: str) -> str:
+    """`result_text` from its `result_heading`: the heading, then the content's salient, first and last lines."""
     parts = [heading] if heading else []
     lines = [line.strip() for line in content.splitlines() if line.strip()]
     salient = [line for line in lines if SALIENT.search(line)][:SALIENT_LINES]
@@ -207,8 +211,7 @@ async def search_texts(store: MemoryStore, todo: Sequence[EmbeddingTodo]) -> Sea
         ref = refs.get(item.id)
         text = item.text
         if ref is not None and is_call(ref):
-            tool_name = ref.metadata.get("tool_name")
-            said = call_text(item.text, tool_name if isinstance(tool_name, str) else None)
+            said = call_text(item.text, _tool_name(ref))
             if said is None and len(item.text) >= MAX_EMBED_CHARS:
                 said = await message_search_text(store, await store.get_message(ref.partition, ref.id)) or None
             text = said or item.text
@@ -225,22 +228,23 @@ async def _result_texts(store: MemoryStore, ref: Message | MessageRef, text: str
     whole content read there too."""
     own, call = await other_half(store, ref)
     whole = own.content if own is not None else text
-    called = call.metadata.get("tool_name") if call is not None else None
     answered = call.content if call is not None else None
-    tool_name = called if isinstance(called, str) else None
-    is_error = ref.metadata.get("is_error") is True
-    return (
-        result_text(whole, answered, tool_name=tool_name, is_error=is_error),
-        result_heading(whole, answered, tool_name=tool_name, is_error=is_error),
-    )
+    tool_name = _tool_name(call) if call is not None else None
+    heading = result_heading(whole, answered, tool_name=tool_name, is_error=ref.metadata.get("is_error") is True)
+    return _with_lines(heading, whole), heading
+
+
+def _tool_name(call: Message | MessageRef) -> str | None:
+    """The tool a call names in its metadata, when a feed wrote one."""
+    name = call.metadata.get("tool_name")
+    return name if isinstance(name, str) else None
 
 
 async def message_search_text(store: MemoryStore, message: Message) -> str:
     """A tool message's text to index beside its content: a call's `call_text`, a result's `result_heading`;
     ``''`` when it says nothing beyond its content."""
     if is_call(message):
-        tool_name = message.metadata.get("tool_name")
-        return call_text(message.content, tool_name if isinstance(tool_name, str) else None) or ""
+        return call_text(message.content, _tool_name(message)) or ""
     if message.role is Role.tool:
         return (await _result_texts(store, message, message.content))[1]
     return ""
