@@ -891,21 +891,24 @@ CALL db.create.setNodeVectorProperty(e, 'vector', row.vectors[piece])
 RETURN count(DISTINCT row.id) AS written
 """
 
-#: A node counts as embedded by a vector of the model, unless that vector is of a long
-#: text's head only (written before pieces: no ``pieces``).
-_NO_VECTOR: LiteralString = """
+
+def _no_vector(text: LiteralString) -> LiteralString:
+    """The filter for a label whose text is the property ``text``: no vector of the model yet.
+
+    A node counts as embedded by a vector of the model, unless that vector is of a long
+    text's head only (written before pieces: no ``pieces``).
+    """
+    return (
+        """
     AND ($partition IS NULL OR n.partition = $partition)
     AND NOT EXISTS {
         MATCH (n)<-[:EMBEDS]-(e:Embedding)
-        WHERE e.model = $model AND (e.pieces IS NOT NULL OR size(n.text_field) <= $piece_chars)
+        WHERE e.model = $model AND (e.pieces IS NOT NULL OR size(n."""
+        + text
+        + """) <= $piece_chars)
     }
 """
-
-
-def _no_vector(text: LiteralString) -> LiteralString:
-    """`_NO_VECTOR` for a label whose text is the property ``text``."""
-    head, _, tail = _NO_VECTOR.partition("text_field")
-    return head + text + tail
+    )
 
 
 def _missing(label: LiteralString, text: LiteralString) -> LiteralString:
