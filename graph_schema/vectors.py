@@ -87,6 +87,22 @@ def node_pieces(items: Sequence[tuple[str, Sequence[float]]]) -> dict[str, list[
     return nodes
 
 
+def unit_pieces(items: Sequence[tuple[str, Sequence[float]]], dimensions: int) -> dict[str, np.ndarray]:
+    """`set_embeddings`' items as each node's pieces, one unit vector a row, in the order given.
+
+    Raises:
+        InvalidInput: as `node_pieces` and `unit_vectors` do.
+    """
+    nodes = node_pieces(items)
+    matrix = unit_vectors([vector for vectors in nodes.values() for vector in vectors], dimensions)
+    pieces: dict[str, np.ndarray] = {}
+    start = 0
+    for node_id, vectors in nodes.items():
+        pieces[node_id] = matrix[start : start + len(vectors)]
+        start += len(vectors)
+    return pieces
+
+
 def microseconds(value: datetime) -> int:
     """Microseconds since the epoch, exactly (naive times are UTC, as stored ones are)."""
     if value.tzinfo is None:

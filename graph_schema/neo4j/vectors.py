@@ -30,7 +30,7 @@ from palimpsest.graph_schema.models import (
 from palimpsest.graph_schema.neo4j import queries as q
 from palimpsest.graph_schema.neo4j.base import Neo4jBase, aware, epoch_us
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, unique_ids
-from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, node_pieces, unit_vectors
+from palimpsest.graph_schema.vectors import SNIPPET_CHARS, check_index_args, head_snippet, unit_pieces, unit_vectors
 
 
 def _message_ref(row: dict[str, Any]) -> MessageRef:
@@ -88,13 +88,10 @@ class Neo4jVectors(Neo4jBase):
         """Replace each node's Embeddings by one per piece, in one transaction (see `MemoryStore`)."""
         dimensions, _ = self._vectors.require()
         self._vectors.check_model(model)
-        latest = node_pieces(items)
+        latest = unit_pieces(items, dimensions)
         if not latest:
             return 0
-        matrix = iter(unit_vectors([vector for vectors in latest.values() for vector in vectors], dimensions))
-        rows = [
-            {"id": node_id, "vectors": [next(matrix).tolist() for _ in vectors]} for node_id, vectors in latest.items()
-        ]
+        rows = [{"id": node_id, "vectors": pieces.tolist()} for node_id, pieces in latest.items()]
         (written,) = await self._query(q.SET_EMBEDDINGS, write=True, rows=rows, model=model)
         return int(written["written"])
 

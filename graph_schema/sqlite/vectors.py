@@ -49,7 +49,7 @@ from palimpsest.graph_schema.vectors import (
     check_index_args,
     head_snippet,
     microseconds,
-    node_pieces,
+    unit_pieces,
     unit_vectors,
 )
 
@@ -93,10 +93,8 @@ class SqliteVectors(SqliteBase):
         """Replace each node's ``embeddings`` rows (deleted first, so logged) and bump the version, at once."""
         dimensions, _ = self._vectors.require()
         self._vectors.check_model(model)
-        latest = node_pieces(items)
-        matrix = unit_vectors([vector for vectors in latest.values() for vector in vectors], dimensions)
-        rows = iter(matrix.astype("<f4"))
-        blobs = {node_id: [next(rows).tobytes() for _ in vectors] for node_id, vectors in latest.items()}
+        latest = unit_pieces(items, dimensions)
+        blobs = {node_id: [row.tobytes() for row in pieces.astype("<f4")] for node_id, pieces in latest.items()}
 
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
