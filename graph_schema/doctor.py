@@ -5,7 +5,8 @@ protocol verbs only (``list_threads`` and ``snapshot``), so the same check runs 
 backend and catches damage done behind the store's back (an edited row, a deleted
 edge, a node moved to another partition). Hashes are recomputed from message fields
 and digests from the messages up, so a forged ``sha256`` or ``digest`` column does not
-hide anything.
+hide anything; a message's id is derived again from its partition, thread and source
+id, so an id planted for another partition's message does not either.
 
 Each breach names the invariant (numbered as in docs/architecture.md), the thread, the node and what is
 wrong in one sentence.
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pydantic import BaseModel, Field
 
 from palimpsest.graph_schema.errors import PalimpsestError
-from palimpsest.graph_schema.identity import message_sha256, summary_digest
+from palimpsest.graph_schema.identity import message_id_matches, message_sha256, summary_digest
 from palimpsest.graph_schema.models import ArchivedRange, Message, Summary, Thread, ThreadSnapshot
 from palimpsest.graph_schema.store import MemoryStore
 
@@ -156,6 +157,13 @@ class _ThreadCheck:
                     1,
                     message.id,
                     f"message seq {message.seq} no longer matches its sha256 (edited after it was written)",
+                )
+            if not message_id_matches(message.id, message.partition, message.thread_id, message.source_id):
+                yield self.breach(
+                    1,
+                    message.id,
+                    f"message seq {message.seq} has an id its partition, thread and source id do not give "
+                    "(planted or rewritten)",
                 )
 
     # -- 2: one parent each, contiguous runs, no overlap, levels, no cycle -----------------

@@ -9,7 +9,9 @@ Every id hashes its fields JSON-encoded (``_id_hex``), so no two different input
 a name may hold any character, the old ``\x1f`` separator included. Stores written
 before that hashed the fields joined by ``\x1f`` (``_hex``); their ids stay as they
 are, and appends find a repeated message by (partition, thread, caller id), never by
-recomputing its id, so both kinds of id live side by side.
+recomputing its id, so both kinds of id live side by side. The ``*_id_matches`` checks
+(import and ``doctor``) take either kind as derived, the old one only where no field
+holds the separator.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 _SEP = "\x1f"
 _WORD = re.compile(r"\w+")
@@ -50,6 +52,59 @@ def summary_id(partition: str, thread_id: str, level: int, child_ids: Iterable[s
 def fact_id(partition: str, text: str, source_message_id: str) -> str:
     """The id of a fact, stable for one text from one message."""
     return "fact_" + _id_hex("fact", partition, text, source_message_id)[:32]
+
+
+def _legacy_id_hex(*parts: str) -> str | None:
+    """The id hash of stores written before ``_id_hex``; None where a field holds ``_SEP``.
+
+    Joined by ``_SEP``, fields that hold it meet other fields' ids, so such an old id
+    proves nothing and is not taken as derived.
+    """
+    if any(_SEP in part for part in parts):
+        return None
+    return _hex(*parts)
+
+
+def _derived(prefix: str, stored: str, current: str, legacy: str | None) -> bool:
+    return stored == prefix + current[:32] or (legacy is not None and stored == prefix + legacy[:32])
+
+
+def message_id_matches(stored: str, partition: str, thread_id: str, source_id: str) -> bool:
+    """Whether ``stored`` is the id of this (partition, thread, caller id), as made now or before JSON ids.
+
+    What an import checks before it trusts an archive's id, and ``doctor`` a store's: an
+    id that is not derived could be another partition's future message, planted.
+    """
+    return _derived(
+        "msg_",
+        stored,
+        _id_hex("message", partition, thread_id, source_id),
+        _legacy_id_hex("message", partition, thread_id, source_id),
+    )
+
+
+def summary_id_matches(stored: str, partition: str, thread_id: str, level: int, child_ids: Sequence[str]) -> bool:
+    """Whether ``stored`` is the id `summary_id` gives (now or before JSON ids) for these children."""
+    return _derived(
+        "sum_",
+        stored,
+        _id_hex("summary", partition, thread_id, level, *child_ids),
+        _legacy_id_hex("summary", partition, thread_id, str(level), *child_ids),
+    )
+
+
+def fact_id_matches(stored: str, partition: str, text: str, source_message_ids: Sequence[str]) -> bool:
+    """Whether ``stored`` is the id `fact_id` gives (now or before JSON ids) for one of these sources.
+
+    A fact's id is over the source first proposed, and a stored fact lists its sources
+    in seq order, so any of them may be the one.
+    """
+    return any(
+        _derived(
+            "fact_", stored, _id_hex("fact", partition, text, source), _legacy_id_hex("fact", partition, text, source)
+        )
+        for source in source_message_ids
+    )
 
 
 def message_sha256(

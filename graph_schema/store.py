@@ -602,7 +602,10 @@ class MemoryStore(Protocol):
     #
     # Export, import and migrate copy a memory between stores; these verbs write what
     # another store's reads returned (ids, seqs, hashes, timestamps, edges) as it is,
-    # and skip what is already there, so a copy run again adds only what is missing.
+    # and skip what is already there by id, so a copy run again adds only what is
+    # missing. They do not compare a stored record with the one given: an import checks
+    # the whole archive against the store first (``scheduler/portability/checking.py``)
+    # and refuses a known id with other content before anything is written.
 
     async def restore_thread(self, thread: Thread, messages: Sequence[Message]) -> int:
         """Create the thread as given if it is missing, then write its messages exactly as given.
@@ -644,6 +647,26 @@ class MemoryStore(Protocol):
         """
         ...
 
+    async def restore_records(
+        self, threads: Sequence[ThreadSnapshot], layers: Sequence[FactLayerState], facts: Sequence[Fact]
+    ) -> tuple[int, int, int]:
+        """Write a whole archive: each thread's messages and summaries, then the fact layers, then the facts.
+
+        As `restore_thread`, `restore_summaries`, `restore_facts`, `set_fact_layer` (off
+        only) and `advance_fact_cursor` would, in that order. SQLite writes it all in
+        one transaction, so a failure leaves the store as it was; a Neo4j server writes
+        batches of a thousand records a transaction (its transaction state lives in its
+        heap), so a failure part-way leaves the batches before it, which the same call
+        made again completes. Either way nothing in the records themselves may fail:
+        check them against the store before calling (the import does).
+
+        :returns: How many messages, summaries and facts were written.
+        :raises InvalidInput: as `restore_thread` does, or for a fact layer's cursor outside its thread.
+        :raises NotFound: as `restore_summaries` and `restore_facts` do.
+        :raises Conflict: if a child is already covered by another summary.
+        """
+        ...
+
     async def read_embeddings(self, node_ids: Sequence[str]) -> list[StoredVector]:
         """The stored vectors of these nodes, of any model, in the order asked; missing ones left out.
 
@@ -676,15 +699,19 @@ class MemoryStore(Protocol):
         """The archived runs (of one thread, or all), in thread and seq order."""
         ...
 
-    async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
-        """Put an archived run's messages back exactly as they were and drop its record.
+    async def unarchive_messages(self, runs: Sequence[tuple[ArchivedRange, Sequence[Message]]]) -> int:
+        """Put archived runs' messages back exactly as they were and drop their records.
 
-        One transaction. Their vectors are not brought back (the embedding backfill
-        makes them again).
+        Every run is checked before any is written. SQLite brings them all back in one
+        transaction; a Neo4j server one transaction a run (a file may hold a whole
+        memory, and a server's transaction state lives in its heap). Their vectors are
+        not brought back (the embedding backfill makes them again).
 
         :returns: How many messages came back.
-        :raises NotFound: if no such run is recorded.
-        :raises InvalidInput: if ``messages`` are not exactly the run's messages, in seq order.
+        :raises NotFound: if a run is not recorded; on SQLite nothing is changed, on
+            Neo4j the runs before it are back.
+        :raises InvalidInput: if a run's messages are not exactly its messages, in seq
+            order; nothing is changed.
         """
         ...
 

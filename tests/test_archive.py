@@ -3,8 +3,9 @@
 On both stores: a compacted, idle thread's covered messages leave the live store for
 an archive file (summaries stay), expanding a summary over them names the file,
 ``doctor`` passes at every step by reading the file back, and ``restore`` gives the
-exact thread back. An altered or missing file is a breach of invariant 1; threads that
-are active, uncompacted or hold facts are left live.
+exact thread back. An altered or missing file is a breach of invariant 1, and a file
+forged whole (every checksum made again) is refused by ``restore`` with nothing
+changed; threads that are active, uncompacted or hold facts are left live.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from test_export import at_seq, forge, state
 from typer.testing import CliRunner
 
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.doctor import check_store
-from palimpsest.graph_schema.errors import Archived, InvalidInput
+from palimpsest.graph_schema.errors import Archived, Conflict, InvalidInput
+from palimpsest.graph_schema.identity import message_id
 from palimpsest.graph_schema.models import ArchivedRange, NewFact, NewMessage, NewSummary, Role, utcnow
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.config import StoreBudget
@@ -32,6 +35,7 @@ from palimpsest.scheduler.portability.archive import (
     read_archived_messages,
     restore_archive,
 )
+from palimpsest.scheduler.portability.export import import_archive
 from palimpsest.server.cli.main import app
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
@@ -121,6 +125,39 @@ async def test_an_altered_or_missing_archive_is_a_breach_and_cannot_be_restored(
     (breach,) = await check_store(store, read_archived=read_archived_messages)
     assert "does not exist" in breach.message
     assert [m.seq for m in await store.get_messages(None, "old")] == [8, 9, 10, 11]
+
+
+async def test_a_cold_archive_forged_whole_is_refused_and_nothing_changes(store: MemoryStore, tmp_path: Path) -> None:
+    await compacted_thread(store)
+    report = await archive_threads(store, tmp_path, older_than=timedelta(days=1), now=utcnow() + LATER)
+    path = Path(report.files[0])
+    pristine = path.read_bytes()
+    before = await state(store), await store.archived_ranges(None)
+
+    def later(data: dict[str, object]) -> None:
+        data["created_at"] = "2024-05-01T09:30:00Z"  # outside the sha256: only the thread's digest tells
+
+    forge(path, at_seq("old", 2, later))
+    with pytest.raises(InvalidInput, match="another digest than the store recorded .* the file was altered"):
+        await restore_archive(store, path)
+    assert (await state(store), await store.archived_ranges(None)) == before
+    path.write_bytes(pristine)
+    planted = message_id("victim", "old", "old-10")
+
+    def plant(data: dict[str, object]) -> None:
+        data["id"] = planted
+
+    forge(path, at_seq("old", 10, plant))
+    with pytest.raises(InvalidInput, match=f"has id '{planted}', which its partition, thread and source id"):
+        await restore_archive(store, path)
+    assert (await state(store), await store.archived_ranges(None)) == before
+    path.write_bytes(pristine)
+    # The file is an export of the whole thread: importing it over the archived run says to restore it.
+    with pytest.raises(Conflict, match=r"thread 'old' of partition 'p' has seq 0-7 archived in .*palimpsest restore"):
+        await import_archive(store, path)
+    assert (await state(store), await store.archived_ranges(None)) == before
+    assert (await restore_archive(store, path)).messages == 8
+    assert await check_store(store) == []
 
 
 async def test_active_uncompacted_and_fact_holding_threads_stay_live(store: MemoryStore, tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ A memory is built on SQLite with the ordinary verbs (see ``test_export_contract`
 exported, imported into the store under test (both backends) and exported again: the
 two archives must hold the same records. Archives cut short or altered (one byte of
 content, a record rehashed, a line dropped) must be refused naming the first bad
-record, with nothing written.
+record, with nothing written. So must archives forged whole (`forge`: every checksum,
+digest and the trailer made again) that plant an id or clash with the store, checked
+against the store before the first write: the store is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -12,20 +14,29 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_export_contract import MODEL, build_memory
-from typer.testing import CliRunner
+from test_export_contract import MODEL, T0, build_memory
+from typer.testing import CliRunner, Result
 
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.doctor import check_store
-from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.errors import Conflict, InvalidInput
+from palimpsest.graph_schema.identity import message_id, message_sha256
+from palimpsest.graph_schema.models import Message, NewMessage, Role, Summary
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.portability.export import export_memory, import_archive
-from palimpsest.scheduler.portability.format import Archive, read_archive
+from palimpsest.scheduler.portability.format import (
+    Archive,
+    ArchiveHeader,
+    ArchiveWriter,
+    ThreadEntry,
+    read_archive,
+    thread_digest,
+)
 from palimpsest.server.cli.main import app
 
 CLEAN_ENV: dict[str, str | None] = {"PALIMPSEST_STORE": None, "PALIMPSEST_PARTITION": None}
@@ -71,6 +82,77 @@ def raw_lines(path: Path) -> list[str]:
         return stream.readlines()
 
 
+#: Changes one record's data in place, given its kind.
+Change = Callable[[str, dict[str, Any]], None]
+
+
+def forge(path: Path, change: Change) -> None:
+    """Rewrite an archive with ``change`` applied to its records, every checksum, digest and count made again.
+
+    What anyone can do to a file: its checks prove it whole, not honest, so what
+    refuses the result must be the ids and the store.
+    """
+    lines = records(path)
+    writer = ArchiveWriter(path)
+    threads: dict[tuple[str, str], tuple[list[Message], list[Summary]]] = {}
+    for record in lines[1:-1]:
+        kind, data = record["kind"], record["data"]
+        change(kind, data)
+        writer.write(kind, data)
+        if kind == "thread":
+            threads[(data["partition"], data["id"])] = ([], [])
+        elif kind == "message":
+            threads[(data["partition"], data["thread_id"])][0].append(Message.model_validate(data))
+        elif kind == "summary":
+            threads[(data["partition"], data["thread_id"])][1].append(Summary.model_validate(data))
+    entries = [
+        ThreadEntry(partition=p, id=t, messages=len(m), summaries=len(s), digest=thread_digest(m, s))
+        for (p, t), (m, s) in threads.items()
+    ]
+    header = ArchiveHeader.model_validate(lines[0])
+    writer.finish(header.model_copy(update={"counts": writer.counts, "threads": entries}))
+
+
+def at_seq(thread_id: str, seq: int, change: Callable[[dict[str, Any]], None]) -> Change:
+    """A `Change` of the message of one seq of one thread."""
+
+    def apply(kind: str, data: dict[str, Any]) -> None:
+        if kind == "message" and (data["thread_id"], data["seq"]) == (thread_id, seq):
+            change(data)
+
+    return apply
+
+
+def rehashed(data: dict[str, Any]) -> None:
+    """A message's sha256 made again over its (changed) fields, as a forger would."""
+    data["sha256"] = message_sha256(
+        data["partition"], data["thread_id"], data["source_id"], data["role"], data["content"], data["tool_call_id"]
+    )
+
+
+async def state(store: MemoryStore) -> dict[str, Any]:
+    """What a store holds, down to every field: counts, every thread's digest, every fact."""
+    stats = await store.stats(None)
+    digests = {}
+    for thread in await store.list_threads(None, limit=1000):
+        snapshot = await store.snapshot(thread.partition, thread.id)
+        digests[(thread.partition, thread.id)] = (snapshot.thread, thread_digest(snapshot.messages, snapshot.summaries))
+    facts = await store.list_facts(None, current_only=False, limit=1000)
+    return {"messages": stats.messages, "summaries": stats.summaries_by_level, "threads": digests, "facts": facts}
+
+
+async def cli(*args: str) -> Result:
+    """``palimpsest`` in process, in a worker thread: it runs its own event loop."""
+    return await asyncio.to_thread(CliRunner().invoke, app, list(args), env=CLEAN_ENV)
+
+
+def one_error_line(result: Result) -> str:
+    """The one ``error:`` line a refused command prints, checked to be alone and the exit 1."""
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    return result.stderr
+
+
 async def test_export_import_export_gives_the_same_content(
     source: MemoryStore, store: MemoryStore, tmp_path: Path
 ) -> None:
@@ -95,9 +177,9 @@ async def test_export_import_export_gives_the_same_content(
     for copied, original in zip(after.vectors, before.vectors, strict=True):
         assert copied.vector == pytest.approx(original.vector, abs=1e-6)
     assert {v.model for v in after.vectors} == {MODEL}
-    # Importing again writes nothing.
+    # Importing again writes nothing, not even the vectors the store holds the same.
     again = await import_archive(store, first)
-    assert again.written == {"messages": 0, "summaries": 0, "facts": 0, "vectors": 2}
+    assert again.written == {"messages": 0, "summaries": 0, "facts": 0, "vectors": 0}
 
 
 async def test_import_into_a_store_holding_part_adds_only_the_rest(source: MemoryStore, tmp_path: Path) -> None:
@@ -214,3 +296,111 @@ def test_cli_export_then_import_into_an_empty_store(tmp_path: Path) -> None:
     result = runner.invoke(app, ["import", str(path), "--store", target_uri], env=CLEAN_ENV)
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+
+
+async def test_an_archive_whose_second_thread_clashes_writes_nothing_of_the_first(
+    source: MemoryStore, store: MemoryStore, store_url: str, tmp_path: Path
+) -> None:
+    # The store's live thread t2 of partition q began otherwise: the archive's t2 would continue it at seq 0.
+    await store.append_messages("q", "t2", [NewMessage(role=Role.user, content="another hello", created_at=T0)])
+    before = await state(store)
+    path = tmp_path / "memory.jsonl.gz"
+    await export_memory(source, path)
+    assert [(entry.partition, entry.id) for entry in read_archive(path).header.threads] == [("p", "t1"), ("q", "t2")]
+    error = one_error_line(await cli("import", str(path), "--store", store_url))
+    assert "is seq 0 of thread 't2' of partition 'q' in the archive, but the store's seq 0 is" in error
+    assert "nothing was imported" in error
+    assert await state(store) == before
+    assert before["messages"] == 1 and len(before["threads"]) == 1
+
+
+async def test_an_id_planted_for_another_partition_is_refused_and_that_partition_ingests_after(
+    source: MemoryStore, store: MemoryStore, store_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "planted.jsonl.gz"
+    await export_memory(source, path)
+    planted = message_id("victim", "vt", "v-0")  # the next message partition victim will get
+
+    def plant(data: dict[str, Any]) -> None:
+        data["id"] = planted
+
+    forge(path, at_seq("t1", 9, plant))  # seq 9 is under no summary: only its id is wrong
+    error = one_error_line(await cli("import", str(path), "--store", store_url))
+    assert f"(message) has id '{planted}', which its partition, thread and source id do not give" in error
+    assert (await store.stats(None)).threads == 0
+    appended = await store.append_messages(
+        "victim", "vt", [NewMessage(role=Role.user, content="mine", message_id="v-0")]
+    )
+    assert (appended.appended, appended.message_ids) == (1, [planted])
+    assert await check_store(store) == []
+
+
+async def test_import_again_writes_nothing_and_a_known_id_with_other_content_is_refused(
+    source: MemoryStore, store: MemoryStore, store_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "memory.jsonl.gz"
+    await export_memory(source, path, with_vectors=True)
+    first = await cli("import", str(path), "--store", store_url, "--json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["written"] == {"messages": 11, "summaries": 3, "facts": 2, "vectors": 2}
+    before = await state(store)
+    again = await cli("import", str(path), "--store", store_url, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["written"] == {"messages": 0, "summaries": 0, "facts": 0, "vectors": 0}
+    assert await state(store) == before
+
+    def reworded(data: dict[str, Any]) -> None:
+        data["content"] = "we never said that"
+        rehashed(data)
+
+    pristine = path.read_bytes()
+    forge(path, at_seq("t1", 9, reworded))
+    error = one_error_line(await cli("import", str(path), "--store", store_url))
+    assert "(seq 9 of thread 't1' of partition 'p') is in the store with other content (its sha256 differs)" in error
+    assert await state(store) == before
+
+    path.write_bytes(pristine)
+    forge(path, at_seq("t1", 9, lambda data: data.update(metadata={"turn": "forged"})))
+    with pytest.raises(Conflict, match="is in the store with another metadata; nothing was imported"):
+        await import_archive(store, path)
+    path.write_bytes(pristine)
+
+    def retold(kind: str, data: dict[str, Any]) -> None:
+        if kind == "summary" and data["level"] == 2:
+            data["text"] = "a summary that says otherwise"
+
+    forge(path, retold)
+    with pytest.raises(Conflict, match=r"level-2 summary 'sum_\w+' of thread 't1' .* with another text"):
+        await import_archive(store, path)
+    assert await state(store) == before
+
+
+async def test_restore_records_on_sqlite_writes_all_or_nothing(source: MemoryStore, tmp_path: Path) -> None:
+    target = open_store(f"sqlite:///{tmp_path / 'target.db'}")
+    await target.initialize()
+    try:
+        first, second = await source.snapshot("p", "t1"), await source.snapshot("q", "t2")
+        gap = second.model_copy(update={"messages": [m.model_copy(update={"seq": 3}) for m in second.messages]})
+        with pytest.raises(InvalidInput, match="needs seq 0 next"):
+            await target.restore_records([first, gap], [], [])
+        assert (await target.stats(None)).threads == 0
+        assert await target.restore_records([first, second], [], []) == (11, 3, 0)
+    finally:
+        await target.close()
+
+
+async def test_a_vector_of_another_size_is_refused_before_anything_is_written(
+    source: MemoryStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "vectors.jsonl.gz"
+    await export_memory(source, path, with_vectors=True)
+    seen: list[str] = []
+
+    def shortened(kind: str, data: dict[str, Any]) -> None:
+        if kind == "vector":
+            seen.append(data["node_id"])
+            if len(seen) == 2:
+                data["vector"] = data["vector"][:3]
+
+    forge(path, shortened)
+    await refused(path, tmp_path, r"\(vector\) has 3 numbers, not the 4 of the first vector")

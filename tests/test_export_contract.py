@@ -4,7 +4,8 @@ A memory is built on a SQLite source through the ordinary verbs (appends, compac
 ``persist_summary``, facts and a supersession, vectors), then copied into the store
 under test with ``restore_thread``, ``restore_summaries`` and ``restore_facts``: the
 copy must read back field for field as the source does, pass ``doctor``, and a second
-copy must add nothing. Bad batches are refused whole.
+copy must add nothing. Bad batches are refused whole. A message copied under an id its
+fields do not give is written (the verbs copy, they do not judge) and ``doctor`` names it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.doctor import check_store
 from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.identity import message_id
 from palimpsest.graph_schema.models import Message, NewFact, NewMessage, NewSummary, Role, Summary
 from palimpsest.graph_schema.store import MemoryStore
 
@@ -181,3 +183,12 @@ async def test_read_embeddings_returns_stored_vectors_for_set_embeddings(
     assert [(v.node_id, v.model) for v in copied] == [(first.id, MODEL), (level_one.id, MODEL)]
     assert copied[0].vector == pytest.approx(vectors[1].vector)
     assert copied[1].vector == pytest.approx([0.0, 0.0, 0.6, 0.8])
+
+
+async def test_doctor_names_a_message_whose_id_its_fields_do_not_give(source: MemoryStore, store: MemoryStore) -> None:
+    snapshot = await source.snapshot("q", "t2")
+    planted = snapshot.messages[0].model_copy(update={"id": message_id("victim", "t2", "v-0")})
+    assert await store.restore_thread(snapshot.thread, [planted]) == 1
+    (breach,) = await check_store(store)
+    assert (breach.invariant, breach.thread_id, breach.node_id) == (1, "t2", planted.id)
+    assert "partition, thread and source id do not give" in breach.message

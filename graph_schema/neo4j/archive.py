@@ -5,12 +5,13 @@ messages of old, compacted runs move to archive files beside the store (written 
 checked by ``scheduler/portability/archive.py``). A message's node stays as a stub
 (relabelled ``ArchivedMessage``, stripped to id, partition, thread and seq) so the
 SUMMARIZES and NEXT edges around it stay; its content, metadata and vector go. Each
-verb is one managed transaction under the thread's lock.
+run goes and comes back in one managed transaction under the thread's lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from neo4j import AsyncManagedTransaction
 
@@ -57,23 +58,34 @@ class Neo4jArchive(Neo4jBase):
         rows = await self._query(q.ARCHIVED_RANGES, partition=partition, thread_id=thread_id)
         return [archived_from_record(row["props"]) for row in rows]
 
-    async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
-        """Turn the run's stubs back into the messages, exactly, and delete its record."""
-        check_archived_run(archived, messages)
+    async def unarchive_messages(self, runs: Sequence[tuple[ArchivedRange, Sequence[Message]]]) -> int:
+        """Check every run, then per run: turn its stubs back into the messages, exactly, and delete its record.
 
-        async def work(tx: AsyncManagedTransaction) -> int:
-            rows = await self._run(
-                tx,
-                q.UNARCHIVE_WRITE,
-                thread_id=archived.thread_id,
-                partition=archived.partition,
-                first_seq=archived.first_seq,
-                last_seq=archived.last_seq,
-                rows=[message_row(message) for message in messages],
+        One transaction a run, not one for all: a file may hold a whole memory, and a
+        server's transaction state lives in its heap.
+        """
+        for archived, messages in runs:
+            check_archived_run(archived, messages)
+        restored = 0
+        for archived, messages in runs:
+            restored += await self._transaction(
+                partial(self._unarchive, archived=archived, messages=messages), write=True
             )
-            restored = rows[0]["restored"] if rows else 0
-            if restored != len(messages):
-                raise NotFound("archived range", f"{archived.thread_id}:{archived.first_seq}-{archived.last_seq}")
-            return int(restored)
+        return restored
 
-        return await self._transaction(work, write=True)
+    async def _unarchive(
+        self, tx: AsyncManagedTransaction, archived: ArchivedRange, messages: Sequence[Message]
+    ) -> int:
+        rows = await self._run(
+            tx,
+            q.UNARCHIVE_WRITE,
+            thread_id=archived.thread_id,
+            partition=archived.partition,
+            first_seq=archived.first_seq,
+            last_seq=archived.last_seq,
+            rows=[message_row(message) for message in messages],
+        )
+        restored = rows[0]["restored"] if rows else 0
+        if restored != len(messages):
+            raise NotFound("archived range", f"{archived.thread_id}:{archived.first_seq}-{archived.last_seq}")
+        return int(restored)

@@ -7,6 +7,13 @@ verbs that create these nodes, and what is already stored is skipped, so a copy
 interrupted and run again adds only what is missing. The writes reuse the append and
 summary statements, so a restored thread has the same NEXT chain and SUMMARIZES edges
 as one built by appends and compaction.
+
+``restore_records`` writes a whole archive in transactions of `BATCH` records, not one:
+a server's transaction state lives in its heap, and an archive may hold a whole
+memory. The caller has checked the archive against the store first
+(``scheduler/portability/checking.py``), so a refusal comes before the first write;
+only the server failing part-way leaves a prefix, which the same import run again
+completes.
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ from typing import Any, cast
 
 from neo4j import AsyncManagedTransaction
 
-from palimpsest.graph_schema.errors import Conflict, NotFound
-from palimpsest.graph_schema.models import Fact, Message, StoredVector, Summary, Thread
+from palimpsest.graph_schema.errors import Conflict, InvalidInput, NotFound
+from palimpsest.graph_schema.models import Fact, FactLayerState, Message, StoredVector, Summary, Thread, ThreadSnapshot
 from palimpsest.graph_schema.neo4j import queries as q
-from palimpsest.graph_schema.neo4j.base import EPOCH, Neo4jBase, aware, native
+from palimpsest.graph_schema.neo4j.base import EPOCH, Neo4jBase, aware, native, one_thread
 from palimpsest.graph_schema.neo4j.dag import keep_floors
 from palimpsest.graph_schema.prepare import restored_messages
+
+#: Records written per transaction by `restore_records`: small enough for a server's heap.
+BATCH = 1000
 
 
 def _epoch_us(value: datetime) -> int:
@@ -154,6 +164,48 @@ class Neo4jTransfer(Neo4jBase):
             return len(fresh)
 
         return await self._transaction(work, write=True)
+
+    async def restore_records(
+        self, threads: Sequence[ThreadSnapshot], layers: Sequence[FactLayerState], facts: Sequence[Fact]
+    ) -> tuple[int, int, int]:
+        """Each thread's messages and then summaries in batches, the layers, then the facts in batches."""
+        messages = summaries = 0
+        for snapshot in threads:
+            ordered = sorted(snapshot.messages, key=lambda message: message.seq)
+            for start in range(0, max(len(ordered), 1), BATCH):
+                messages += await self.restore_thread(snapshot.thread, ordered[start : start + BATCH])
+            levels = sorted(snapshot.summaries, key=lambda summary: (summary.level, summary.first_seq))
+            for start in range(0, len(levels), BATCH):
+                summaries += await self.restore_summaries(levels[start : start + BATCH])
+
+        async def write_layers(tx: AsyncManagedTransaction) -> None:
+            for layer in layers:
+                await self._write_layer(tx, layer)
+
+        if layers:
+            await self._transaction(write_layers, write=True)
+        written_facts = 0
+        for start in range(0, len(facts), BATCH):
+            written_facts += await self.restore_facts(facts[start : start + BATCH])
+        if len(facts) > BATCH:  # a SUPERSEDES edge to a fact of a later batch
+            for start in range(0, len(facts), BATCH):
+                await self.restore_facts(facts[start : start + BATCH])
+        return messages, summaries, written_facts
+
+    async def _write_layer(self, tx: AsyncManagedTransaction, layer: FactLayerState) -> None:
+        """A thread's fact-layer switch and cursor as `set_fact_layer` and `advance_fact_cursor` write them."""
+        params = {"partition": layer.partition, "thread_id": layer.thread_id}
+        rows = await self._run(tx, q.FACT_LAYER, **params)
+        one_thread(rows, layer.thread_id)
+        count = rows[0]["message_count"]
+        if not -1 <= layer.extracted_seq < count:
+            raise InvalidInput(
+                f"extraction cursor {layer.extracted_seq} is outside thread {layer.thread_id!r} (seq -1..{count - 1})"
+            )
+        if not layer.enabled:
+            await self._run(tx, q.SET_FACT_LAYER, **params, enabled=False)
+        if layer.extracted_seq >= 0:
+            await self._run(tx, q.ADVANCE_FACT_CURSOR, **params, seq=layer.extracted_seq)
 
     async def read_embeddings(self, node_ids: Sequence[str]) -> list[StoredVector]:
         """The Embedding nodes of these nodes, in the order asked."""

@@ -4,7 +4,8 @@ It exists so a store that keeps everything need not grow without bound: the raw
 messages of old, compacted runs move to archive files beside the store (written and
 checked by ``scheduler/portability/archive.py``), while the summaries over them, their
 edges and the thread's counters stay. The messages leave with their FTS entries and
-vectors, in one ``BEGIN IMMEDIATE`` transaction with the record that says where they are.
+vectors, in one ``BEGIN IMMEDIATE`` transaction with the record that says where they are;
+they come back the same way, every run of a file in one transaction.
 """
 
 from __future__ import annotations
@@ -70,17 +71,21 @@ class SqliteArchive(SqliteBase):
         params = {"partition": partition, "thread_id": thread_id}
         return await self._run(lambda conn: [archived_from_row(r) for r in conn.execute(q.ARCHIVED_RANGES, params)])
 
-    async def unarchive_messages(self, archived: ArchivedRange, messages: Sequence[Message]) -> int:
-        """Insert the run's rows again (the FTS trigger indexes them) and drop its record."""
-        check_archived_run(archived, messages)
+    async def unarchive_messages(self, runs: Sequence[tuple[ArchivedRange, Sequence[Message]]]) -> int:
+        """Insert every run's rows again (the FTS trigger indexes them) and drop its record, in one transaction."""
+        for archived, messages in runs:
+            check_archived_run(archived, messages)
 
         def write(conn: sqlite3.Connection) -> int:
             with transaction(conn, "IMMEDIATE"):
-                params = _run(archived)
-                if conn.execute(q.ARCHIVED_RANGE, params).fetchone() is None:
-                    raise NotFound("archived range", f"{archived.thread_id}:{archived.first_seq}-{archived.last_seq}")
-                conn.executemany(q.INSERT_MESSAGE, [message_row(message) for message in messages])
-                conn.execute(q.DELETE_ARCHIVED_RANGE, params)
-            return len(messages)
+                for archived, messages in runs:
+                    params = _run(archived)
+                    if conn.execute(q.ARCHIVED_RANGE, params).fetchone() is None:
+                        raise NotFound(
+                            "archived range", f"{archived.thread_id}:{archived.first_seq}-{archived.last_seq}"
+                        )
+                    conn.executemany(q.INSERT_MESSAGE, [message_row(message) for message in messages])
+                    conn.execute(q.DELETE_ARCHIVED_RANGE, params)
+            return sum(len(messages) for _, messages in runs)
 
         return await self._run(write)

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import ArchivedRange, Message, Thread, ThreadSnapshot, utcnow
+from palimpsest.graph_schema.prepare import check_archived_run
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause
 from palimpsest.scheduler.config import StoreBudget
@@ -228,18 +229,32 @@ class RestoreReport(BaseModel):
 async def restore_archive(store: MemoryStore, path: Path) -> RestoreReport:
     """Put the archived runs an archive file holds back into the store, byte for byte.
 
+    The whole file is checked first (`read_archive`), then every run it holds against
+    the store's record of it: the thread's digest must be the one recorded when the run
+    left (so the file holds exactly what left), and its messages exactly the run. Only
+    then are they written, all in one `MemoryStore.unarchive_messages` call.
+
     Raises:
-        InvalidInput: If the file is not a valid archive, or no run of the store is archived in it.
+        InvalidInput: If the file is not a valid archive, holds a thread the store
+            archived into this very file but with another digest (it was altered), or
+            no run of the store is archived in it; nothing is restored then.
     """
     archive = read_archive(path)
-    report = RestoreReport(path=str(path), threads=0, messages=0)
+    here = path.resolve()
+    runs: list[tuple[ArchivedRange, list[Message]]] = []
     for entry in archive.header.threads:
         for run in await store.archived_ranges(entry.partition, entry.id):
             if run.digest != entry.digest:
+                if Path(run.path) == here:
+                    raise InvalidInput(
+                        f"archive {path} holds thread {entry.id!r} with another digest than the store recorded when "
+                        "it archived it there: the file was altered; nothing was restored"
+                    )
                 continue
             messages = _run_messages(archive, entry.partition, entry.id, run.first_seq, run.last_seq)
-            report.messages += await store.unarchive_messages(run, messages)
-            report.threads += 1
-    if not report.threads:
+            check_archived_run(run, messages)
+            runs.append((run, messages))
+    if not runs:
         raise InvalidInput(f"no archived messages of this store are in {path}")
-    return report
+    restored = await store.unarchive_messages(runs)
+    return RestoreReport(path=str(path), threads=len(runs), messages=restored)

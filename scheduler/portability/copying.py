@@ -1,9 +1,12 @@
-"""Writing a memory into a store with the transfer verbs: what import and migrate share.
+"""Writing a memory into a store with the transfer verbs, thread by thread: migrate's copy, and vectors for both.
 
-Both copy threads (messages, then summaries lowest level first), each thread's fact
-layer, then facts and vectors, in batches of one transaction each. Every verb skips
-what the target already holds, so a copy that stopped half-way, run again, writes only
-the rest, and one that finished writes nothing.
+Migrate copies threads (messages, then summaries lowest level first), each thread's
+fact layer, then facts and vectors, in batches of one transaction each, reading the
+source as it goes. Every verb skips what the target already holds, so a copy that
+stopped half-way, run again, writes only the rest, and one that finished writes
+nothing. Import holds the whole archive already and checks it against the store before
+writing it with one `MemoryStore.restore_records` call (``export.import_archive``); it
+shares only `copy_vectors`.
 """
 
 from __future__ import annotations

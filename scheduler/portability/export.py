@@ -2,8 +2,10 @@
 
 Export reads through the protocol only, thread by thread (its ``snapshot``), so it is
 the same on both stores; import reads and checks the whole archive first
-(`format.read_archive`) and writes nothing unless every record, the trailer, the
-counts, the digests and the lossless invariants all hold.
+(`format.read_archive`: every record, the trailer, the counts, the digests, the
+derived ids and the lossless invariants), then checks it against the store
+(`checking`: no thread it clashes with, no known id with other content), and only then
+writes, with `MemoryStore.restore_records`: one transaction on SQLite.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pydantic import BaseModel
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Fact, Thread, utcnow
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.portability.copying import Advance, copy_fact_layer, copy_facts, copy_thread, copy_vectors
+from palimpsest.scheduler.portability.checking import check_against_store, vectors_to_write
+from palimpsest.scheduler.portability.copying import Advance, copy_vectors
 from palimpsest.scheduler.portability.format import (
     ArchiveHeader,
     ArchiveWriter,
@@ -157,23 +160,35 @@ def _report(path: Path, store: str, header: ArchiveHeader) -> TransferReport:
 
 
 async def import_archive(store: MemoryStore, path: Path, *, advance: Advance | None = None) -> TransferReport:
-    """Check the whole archive, then write into ``store`` whatever of it is missing there.
+    """Check the whole archive, alone and against ``store``, then write into it whatever of it is missing there.
+
+    A record the store holds exactly is skipped, so importing an archive again writes
+    nothing. Vectors go last, after ``ensure_vector_index`` for each model has been
+    checked before any record was written: they are derived data, each node's written
+    whole, and a node's the store holds the same are not written again.
+
+    Args:
+        advance: Told how many of the archive's messages were just checked against the store.
 
     Raises:
-        InvalidInput: If the archive is truncated, altered or not an export, naming the
-            first bad record; nothing is written then.
-        Conflict: If a thread of the archive exists in the store under another partition.
+        InvalidInput: If the archive is truncated, altered or not an export, or an id
+            in it is not the one its record's fields give, naming the first bad
+            record; nothing is written then.
+        Conflict: If a record clashes with the store (see `checking`), or the store
+            holds vectors of another size, naming it; nothing is written then.
     """
     archive = read_archive(path)
-    written = {"messages": 0, "summaries": 0, "facts": 0, "vectors": 0}
-    for snapshot in archive.threads:
-        messages, summaries = await copy_thread(store, snapshot, advance)
-        written["messages"] += messages
-        written["summaries"] += summaries
-    for layer in archive.fact_layers:
-        await copy_fact_layer(store, layer)
-    written["facts"] = await copy_facts(store, archive.facts)
-    written["vectors"] = await copy_vectors(store, archive.vectors)
+    await check_against_store(store, archive, path, advance=advance)
+    vectors = await vectors_to_write(store, archive.vectors)
+    for vector in {vector.model: vector for vector in vectors}.values():
+        await store.ensure_vector_index(len(vector.vector), vector.model)
+    messages, summaries, facts = await store.restore_records(archive.threads, archive.fact_layers, archive.facts)
+    written = {
+        "messages": messages,
+        "summaries": summaries,
+        "facts": facts,
+        "vectors": await copy_vectors(store, vectors),
+    }
     report = _report(path, archive.header.store, archive.header)
     report.written = written
     return report

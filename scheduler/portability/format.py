@@ -16,7 +16,11 @@ Why this shape: a person must be able to take a memory away, read it with ``zcat
   same digest between two stores.
 
 `read_archive` checks all of it, and the lossless invariants of every thread (with
-`palimpsest.graph_schema.doctor.check_snapshot`), before a caller writes anything.
+`palimpsest.graph_schema.doctor.check_snapshot`), before a caller writes anything. The
+checksums prove a file whole, not honest (anyone can recompute them), so it also derives
+every message, summary and fact id again from the record's own fields
+(`palimpsest.graph_schema.identity`): an id planted for another partition's message
+never gets past it. What the store already holds is checked by `checking`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,7 +38,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from palimpsest.graph_schema.doctor import check_snapshot
 from palimpsest.graph_schema.errors import InvalidInput
+from palimpsest.graph_schema.identity import fact_id_matches, message_id_matches, summary_id_matches
 from palimpsest.graph_schema.models import (
+    MAX_EMBED_PIECES,
     Fact,
     FactLayerState,
     Message,
@@ -179,9 +186,11 @@ def read_archive(path: Path) -> Archive:
     """Read an archive and check everything in it; nothing is written anywhere.
 
     :raises InvalidInput: naming the first bad line: not JSON, an unknown kind, a
-        record whose checksum or fields are wrong, a missing or wrong trailer, counts
-        or thread digests that differ from the header, or a thread that breaks one of
-        the lossless invariants.
+        record whose checksum or fields are wrong, an id its record's fields do not
+        give or that an earlier record has, a vector of no node before it or of
+        another size, a missing or wrong trailer, counts or thread digests that differ
+        from the header, a fact layer of no thread or past its messages, or a thread
+        that breaks one of the lossless invariants.
     """
     if not path.is_file():
         raise InvalidInput(f"archive {path} does not exist")
@@ -222,6 +231,10 @@ class _RecordReader:
         self.fact_layers: list[FactLayerState] = []
         self.facts: list[Fact] = []
         self.vectors: list[StoredVector] = []
+        #: The kind of every message, summary and fact id so far: ids are unique across a store.
+        self.ids: dict[str, str] = {}
+        self.vector_size: int | None = None
+        self.pieces: dict[tuple[str, str], int] = {}
 
     def bad(self, number: int, why: str) -> InvalidInput:
         return InvalidInput(f"archive {self.path}: record {self.count + 1} (line {number}) {why}; nothing was imported")
@@ -242,7 +255,7 @@ class _RecordReader:
         if raw.get("sha256") != record_sha256(kind, dumps(data)):
             raise self.bad(number, f"({kind}) does not match its checksum: it was altered")
         try:
-            self.keep(kind, data)
+            self.keep(number, kind, data)
         except ValidationError as exc:
             raise self.bad(number, f"({kind}) has a bad field: {exc.errors()[0]['msg']}") from None
         except KeyError:
@@ -251,22 +264,64 @@ class _RecordReader:
         self.counts[kind] += 1
         self.count += 1
 
-    def keep(self, kind: str, data: Any) -> None:
+    def keep(self, number: int, kind: str, data: Any) -> None:
         if kind == "thread":
             thread = Thread.model_validate(data)
+            if (thread.partition, thread.id) in self.threads:
+                raise self.bad(number, f"(thread) repeats thread {thread.id!r} of partition {thread.partition!r}")
             self.threads[(thread.partition, thread.id)] = ThreadSnapshot(thread=thread, messages=[], summaries=[])
         elif kind == "message":
             message = Message.model_validate(data)
-            self.threads[(message.partition, message.thread_id)].messages.append(message)
+            snapshot = self.threads[(message.partition, message.thread_id)]
+            derived = message_id_matches(message.id, message.partition, message.thread_id, message.source_id)
+            self.check_id(number, kind, message.id, derived, "partition, thread and source id")
+            snapshot.messages.append(message)
         elif kind == "summary":
             summary = Summary.model_validate(data)
-            self.threads[(summary.partition, summary.thread_id)].summaries.append(summary)
+            snapshot = self.threads[(summary.partition, summary.thread_id)]
+            derived = summary_id_matches(
+                summary.id, summary.partition, summary.thread_id, summary.level, summary.child_ids
+            )
+            self.check_id(number, kind, summary.id, derived, "partition, thread, level and children")
+            snapshot.summaries.append(summary)
         elif kind == "fact_layer":
             self.fact_layers.append(FactLayerState.model_validate(data))
         elif kind == "fact":
-            self.facts.append(Fact.model_validate(data))
+            fact = Fact.model_validate(data)
+            derived = fact_id_matches(fact.id, fact.partition, fact.text, fact.source_message_ids)
+            self.check_id(number, kind, fact.id, derived, "partition, text and sources")
+            self.facts.append(fact)
         else:
-            self.vectors.append(_vector(data))
+            vector = _vector(data)
+            self.check_vector(number, vector)
+            self.vectors.append(vector)
+
+    def check_id(self, number: int, kind: str, node_id: str, derived: bool, fields: str) -> None:
+        """Refuse an id its record's own fields do not give, or one an earlier record took."""
+        if not derived:
+            raise self.bad(
+                number, f"({kind}) has id {node_id!r}, which its {fields} do not give: it was planted or altered"
+            )
+        if node_id in self.ids:
+            raise self.bad(number, f"({kind}) repeats id {node_id!r} of an earlier {self.ids[node_id]}")
+        self.ids[node_id] = kind
+
+    def check_vector(self, number: int, vector: StoredVector) -> None:
+        """What `MemoryStore.set_embeddings` would refuse after the records are written, refused now."""
+        if vector.node_id not in self.ids:
+            raise self.bad(number, f"(vector) is of node {vector.node_id!r}, which no record before it holds")
+        if self.vector_size is None:
+            self.vector_size = len(vector.vector)
+        if len(vector.vector) != self.vector_size:
+            raise self.bad(
+                number, f"(vector) has {len(vector.vector)} numbers, not the {self.vector_size} of the first vector"
+            )
+        if not all(math.isfinite(x) for x in vector.vector) or not any(vector.vector):
+            raise self.bad(number, "(vector) holds a number that is not finite, or only zeros")
+        key = (vector.node_id, vector.model)
+        self.pieces[key] = self.pieces.get(key, 0) + 1
+        if self.pieces[key] > MAX_EMBED_PIECES:
+            raise self.bad(number, f"(vector) is piece {self.pieces[key]} of its node, over {MAX_EMBED_PIECES}")
 
     def archive(self, header: ArchiveHeader) -> Archive:
         if self.counts != header.counts:
@@ -282,6 +337,13 @@ class _RecordReader:
                 first = breaches[0]
                 raise InvalidInput(
                     f"archive {self.path}: thread {key[1]!r} breaks invariant {first.invariant}: {first.message}"
+                )
+        for layer in self.fact_layers:
+            held = self.threads.get((layer.partition, layer.thread_id))
+            if held is None or not -1 <= layer.extracted_seq <= max((m.seq for m in held.messages), default=-1):
+                raise InvalidInput(
+                    f"archive {self.path}: the fact layer of thread {layer.thread_id!r} names no thread or "
+                    f"message of the archive (cursor {layer.extracted_seq})"
                 )
         return Archive(
             header=header,

@@ -129,8 +129,10 @@ def import_(
 ) -> None:
     """Restore an export archive: same ids, seqs, timestamps and digests; only what is missing is written.
 
-    The whole archive is checked first (every record's checksum, the trailer, the header's counts and digests, the
-    lossless invariants); a truncated or altered archive is refused naming the first bad record, and nothing is written.
+    The whole archive is checked first (every record's checksum, the trailer, the header's counts and digests, each id
+    derived again from its record, the lossless invariants), then against the store (a thread it does not continue, a
+    known id with other content, a summary over what the store covers already); anything wrong is refused naming the
+    record, and nothing is written. Records the store holds exactly are skipped: importing again writes nothing.
 
     Example: palimpsest import memory.jsonl.gz --store sqlite:///restored.db
     """
@@ -261,6 +263,9 @@ def restore(
     json: JsonOption = False,
 ) -> None:
     """Bring archived messages back from their archive file into the live store, byte for byte.
+
+    The file is checked whole, and each thread in it against the digest the store recorded when it was archived; an
+    altered file is refused and nothing changes.
 
     Example: palimpsest restore memory.db.archive/claude--session-1-0123456789ab.seq0-989.jsonl.gz
     """
