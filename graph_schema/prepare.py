@@ -39,7 +39,7 @@ from palimpsest.graph_schema.models import (
     Thread,
     utcnow,
 )
-from palimpsest.graph_schema.redact import redact, redaction_on
+from palimpsest.graph_schema.redact import redact, redact_json, redaction_on
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class PreparedMessage:
     created_at: Any
     tool_call_id: str | None
     metadata: dict[str, Any]
-    #: Credentials replaced in ``content`` before it was hashed (see ``redact``).
+    #: Credentials replaced in ``content`` and ``metadata`` before they were stored (see ``redact``).
     secrets: int = 0
 
 
@@ -102,17 +102,22 @@ def prepare_append(
     Repeats of one ``message_id`` inside the batch are kept here; the backend drops
     every occurrence after the first, as it drops those already stored. Every write of
     a message passes here, so this is where credentials and private spans leave the
-    content (``redact``), before it is hashed: the stored bytes are the verbatim ones
-    but for those, and doctor's hashes hold over them.
+    content and every string of the metadata (``redact``), before the content is
+    hashed: the stored bytes are the verbatim ones but for those, and doctor's hashes
+    hold over them. A project is a key reads filter by, so one that holds a credential
+    or a private span is refused rather than stored changed; ids are the caller's keys
+    and are stored as given.
     """
     check_name("partition", partition)
     check_name("thread_id", thread_id)
+    secrets_on = redaction_on()
     if project is not None:
         check_name("project", project)
+        if redact(project, secrets=secrets_on).text != project:
+            raise InvalidInput("project must not hold a credential or a <private> span")
     if len(messages) > MAX_BATCH:
         raise InvalidInput(f"at most {MAX_BATCH} messages per append, got {len(messages)}")
     now = utcnow()
-    secrets_on = redaction_on()
     prepared: list[PreparedMessage] = []
     for index, message in enumerate(messages):
         check_utf8(f"message {index} content", message.content)
@@ -124,6 +129,10 @@ def prepare_append(
         if message.tool_call_id is not None:
             check_name(f"message {index} tool_call_id", message.tool_call_id)
         stored = redact(message.content, secrets=secrets_on)
+        try:
+            metadata, metadata_secrets = redact_json(message.metadata, secrets=secrets_on)
+        except RecursionError:
+            raise InvalidInput(f"message {index} metadata is nested too deeply") from None
         prepared.append(
             PreparedMessage(
                 id=message_id(partition, thread_id, source_id),
@@ -136,8 +145,8 @@ def prepare_append(
                 tokens=estimate_tokens(stored.text),
                 created_at=message.created_at or now,
                 tool_call_id=message.tool_call_id,
-                metadata=message.metadata,
-                secrets=stored.secrets,
+                metadata=metadata,
+                secrets=stored.secrets + metadata_secrets,
             )
         )
     return prepared
