@@ -113,7 +113,9 @@ def run_hook_call(call: HookCall) -> int:
 
     Returns:
         The exit code: 0, or 1 after one ``error: ...`` line on stderr (never 2, which
-        an agent reads as "block").
+        an agent reads as "block"), whatever the input: stdin that is not UTF-8 or over
+        ``READ_BYTES``, JSON nested deeper than Python parses, a transcript that is no
+        regular file.
     """
     import asyncio
     import importlib
@@ -122,7 +124,7 @@ def run_hook_call(call: HookCall) -> int:
 
     from palimpsest.graph_schema.errors import PalimpsestError
     from palimpsest.graph_schema.store import MemoryStore
-    from palimpsest.server.feeds.hooks import HookOutcome, read_payload, run_hook
+    from palimpsest.server.feeds.hooks import READ_BYTES, HookOutcome, read_payload, run_hook
     from palimpsest.server.store_settings import StoreSettings, invalid_configuration, on_store
 
     flags = {"store": call.store, "partition": call.partition}
@@ -138,11 +140,16 @@ def run_hook_call(call: HookCall) -> int:
         return await run_hook(opened, request, partition=partition, budget=settings.startup_budget)
 
     try:
-        payload = sys.stdin.read()
+        payload = read_stdin(READ_BYTES)
         request = build(read_payload(payload))
         outcome = asyncio.run(on_store(settings, work))
     except PalimpsestError as exc:
         return _fail(str(exc))
+    except RecursionError:
+        # A value nested just under the parser's limit can still be too deep to write back as JSON.
+        return _fail("hook input nested too deep to store; nothing was written")
+    except MemoryError:
+        return _fail("out of memory reading the hook's input or transcript; nothing was written")
     if outcome.follow_up and os.environ.get(FOLLOW_UP_SETTING, "on").lower() != "off":
         start_follow_up(call, payload)
     if call.json:
@@ -152,6 +159,28 @@ def run_hook_call(call: HookCall) -> int:
     elif outcome.reply is not None:
         print(outcome.reply, flush=True)
     return 0
+
+
+def read_stdin(limit: int) -> str:
+    """The hook's stdin as text, at most ``limit`` bytes of it.
+
+    Read as bytes and decoded strictly: text decoding would turn invalid UTF-8 into
+    surrogates that fail later, far from their cause.
+
+    Raises:
+        InvalidInput: if it is over ``limit`` bytes or not UTF-8.
+    """
+    from palimpsest.graph_schema.errors import InvalidInput
+
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise InvalidInput(f"hook input on stdin is over {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"hook input on stdin is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
 
 
 def start_follow_up(call: HookCall, payload: str) -> bool:

@@ -40,9 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from palimpsest.graph_schema.models import Role
-from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, text_field
+from palimpsest.server.feeds.hooks import HookRequest, TranscriptFile, text_field, transcript_path
 from palimpsest.server.feeds.steps import StepRead, kept_whole, parse_steps
-from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, Piece, ReadState, project_from_cwd
+from palimpsest.server.feeds.transcripts import (
+    JSON_ERRORS,
+    FilePosition,
+    ParsedTranscript,
+    Piece,
+    ReadState,
+    project_from_cwd,
+)
 
 AGENT = "antigravity"
 SOURCE = "antigravity"
@@ -99,7 +106,7 @@ def _decoded(args: Any) -> Any:
 def _decoded_value(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except JSON_ERRORS:
         return text
 
 
@@ -201,7 +208,7 @@ def antigravity_request(payload: dict[str, Any]) -> HookRequest:
             path, partition=partition, thread_id=thread, project=project, source=SOURCE, reader=reader, state=state
         )
 
-    request.transcripts.append(TranscriptFile(Path(given).expanduser(), parse))
+    request.transcripts.append(TranscriptFile(transcript_path(given), parse, reads_whole=True))
     if event == "Stop":
         request.follow_up_s = FOLLOW_UP_S
     return request

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.server.feeds.claude_code import FORMAT, PARTITION, parse_claude_code, recognizes
 from palimpsest.server.feeds.hooks import (
     LATE_TRANSCRIPT_S,
@@ -32,20 +33,25 @@ from palimpsest.server.feeds.hooks import (
     TranscriptFile,
     answer_session_start,
     text_field,
+    transcript_path,
 )
+from palimpsest.server.feeds.transcripts import JSON_ERRORS, MAX_LINE_BYTES, open_regular
 
 AGENT = PARTITION
 
 
 def _is_claude_transcript(path: Path) -> bool:
-    """Whether a file beside the transcript holds Claude Code lines (not a workflow's journal)."""
+    """Whether a file beside the transcript holds Claude Code lines (not a workflow's journal).
+
+    Only its first non-blank line is read, and no more of it than a hook reads of a line.
+    """
     try:
-        with path.open("rb") as handle:
-            for raw in handle:
+        with open_regular(path) as handle:
+            while raw := handle.readline(MAX_LINE_BYTES):
                 if raw.strip():
                     value = json.loads(raw)
                     return isinstance(value, dict) and recognizes(value) == FORMAT
-    except (OSError, ValueError):
+    except (OSError, InvalidInput, *JSON_ERRORS):
         return False
     return False
 
@@ -68,7 +74,7 @@ def claude_request(payload: dict[str, Any]) -> HookRequest:
     path_text = text_field(payload, "transcript_path", required=True)
     assert session is not None and path_text is not None
     event = text_field(payload, "hook_event_name") or "Stop"
-    transcript = Path(path_text).expanduser()
+    transcript = transcript_path(path_text)
     files = [TranscriptFile(transcript, parse_claude_code)]
     files += [TranscriptFile(path, parse_claude_code, _is_claude_transcript) for path in subagent_files(transcript)]
     request = HookRequest(

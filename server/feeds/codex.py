@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from palimpsest.graph_schema.models import NewMessage, Role, UtcDatetime
 from palimpsest.server.feeds.transcripts import (
+    MAX_LINE_BYTES,
     FilePosition,
     ParsedTranscript,
     Piece,
@@ -289,7 +290,7 @@ def _user_event(payload: dict[str, Any]) -> Piece | None:
 
 def _first_line(path: Path) -> dict[str, Any] | None:
     """The rollout's first line, which names the session (read when a hook resumes further on)."""
-    for number, raw in read_lines(path):
+    for number, raw in read_lines(path, state=ReadState(limit=MAX_LINE_BYTES)):
         return decode_object(path, number, raw)
     return None
 

@@ -26,6 +26,7 @@ from palimpsest.server.feeds.hooks import (
     TranscriptFile,
     answer_session_start,
     text_field,
+    transcript_path,
 )
 
 AGENT = PARTITION
@@ -56,7 +57,7 @@ def codex_request(payload: dict[str, Any]) -> HookRequest:
     assert session is not None
     event = text_field(payload, "hook_event_name") or "Stop"
     given = text_field(payload, "transcript_path")
-    rollout = Path(given).expanduser() if given else find_rollout(session)
+    rollout = transcript_path(given) if given else find_rollout(session)
     files = [TranscriptFile(rollout, parse_codex)] if rollout is not None else []
     request = HookRequest(
         agent=FORMAT, event=event, thread_id=session, cwd=text_field(payload, "cwd"), transcripts=files

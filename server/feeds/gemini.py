@@ -35,6 +35,7 @@ from palimpsest.server.feeds.hooks import (
     answer_session_start,
     hook_message,
     text_field,
+    transcript_path,
 )
 from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, ReadState, project_from_cwd
 
@@ -85,9 +86,9 @@ def gemini_request(payload: dict[str, Any]) -> HookRequest:
     cwd = text_field(payload, "cwd")
     request = HookRequest(agent=AGENT, event=event, thread_id=session, cwd=cwd)
     path_text = text_field(payload, "transcript_path")
-    transcript = Path(path_text).expanduser() if path_text else None
+    transcript = transcript_path(path_text) if path_text else None
     project = project_from_cwd(cwd)
-    if transcript is not None and transcript.is_file():
+    if transcript is not None and transcript.exists():
         request.transcripts.append(TranscriptFile(transcript, _parser(session, project, None)))
         for path in subagent_files(transcript, session):
             request.transcripts.append(TranscriptFile(path, _parser(session, project, path.stem)))

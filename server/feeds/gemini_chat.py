@@ -46,13 +46,17 @@ from pydantic import TypeAdapter, ValidationError
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import NewMessage, Role, UtcDatetime
 from palimpsest.server.feeds.transcripts import (
+    JSON_ERRORS,
+    MAX_LINE_BYTES,
     FilePosition,
     ParsedTranscript,
     Piece,
     ReadState,
     ThreadGrouper,
     decode_object,
+    json_error,
     line_error,
+    open_regular,
     read_lines,
 )
 
@@ -262,13 +266,13 @@ class _Reader:
 def is_document(path: Path) -> bool:
     """Whether a recording is the older whole-JSON form (its first line is not a whole object)."""
     try:
-        with path.open("rb") as handle:
-            first = handle.readline()
-    except OSError:
+        with open_regular(path) as handle:
+            first = handle.readline(MAX_LINE_BYTES)
+    except (OSError, InvalidInput):
         return False
     try:
         return not isinstance(json.loads(first), dict)
-    except ValueError:
+    except JSON_ERRORS:
         return bool(first.strip())
 
 
@@ -290,21 +294,25 @@ def parse_gemini_chat(
         thread_id: The session's thread (a subagent's recording goes to its parent's).
         project: The thread's project.
         start: Read JSON Lines from this line on; a whole document is always read whole.
-        state: Updated with where reading stopped.
+        state: Updated with where reading stopped; its ``limit`` bounds a whole document too.
         subagent: The subagent whose recording this is, kept in each message's metadata.
 
     Raises:
         InvalidInput: naming ``FILE:LINE`` for a line that is not a JSON object or a
-            record whose fields are not of Gemini CLI's shapes.
+            record whose fields are not of Gemini CLI's shapes; a document over ``state.limit``.
     """
     state = state if state is not None else ReadState()
     reader = _Reader(path, partition, thread_id, project, {"subagent": subagent} if subagent else {})
     if is_document(path):
-        data = path.read_bytes()
+        with open_regular(path) as handle:
+            data = handle.read(-1 if state.limit is None else state.limit + 1)
+        if state.limit is not None and len(data) > state.limit:
+            raise InvalidInput(f"{path}: a chat recording document over {state.limit} bytes, more than one read takes")
+        state.taken = len(data)
         try:
             document = json.loads(data)
-        except ValueError as exc:
-            raise InvalidInput(f"{path}: not a Gemini CLI chat recording ({exc})") from None
+        except JSON_ERRORS as exc:
+            raise InvalidInput(f"{path}: not a Gemini CLI chat recording ({json_error(exc)})") from None
         messages = document.get("messages") if isinstance(document, dict) else None
         if not isinstance(messages, list):
             raise InvalidInput(f"{path}: a chat recording document needs a 'messages' list")

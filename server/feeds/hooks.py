@@ -17,6 +17,14 @@ for all of them, so it is kept here once:
   once (the store ignores a ``message_id`` it holds);
 - all or nothing: every line is parsed and checked before the first write, so bad input
   leaves the store as it was;
+- bounded: a path from the payload is read only if it is a regular file (a symlink to
+  one is): ``/dev/zero``, a FIFO, a socket or a directory is refused with one error
+  line. One call reads at most ``READ_BYTES`` of new transcript and stops taking lines
+  after ``READ_SECONDS``; the position kept ends at the last whole line read, so the
+  next call reads the rest (a transcript read whole at every call, Windsurf's or
+  ``agy``'s, is refused over ``READ_BYTES`` instead). A last line still being written
+  (no newline yet) is left out of the position, so the call that finds it finished
+  parses that line alone, and none before it;
 - never late: an agent may run its ``Stop`` hook before the turn's end is in its
   transcript (``agy`` writes it seconds later), or for a session it never wrote one for
   (Claude Code on ``claude mcp list``). A missing file is no error; a request with
@@ -36,6 +44,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat as file_stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,11 +58,16 @@ from palimpsest.graph_schema.models import NewMessage, ReadPosition, Role
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.feeds.append import FileIngest, append_transcript
 from palimpsest.server.feeds.transcripts import (
+    JSON_ERRORS,
+    MAX_LINE_BYTES,
     FilePosition,
     IngestBatch,
     ParsedTranscript,
     ReadState,
     describe_validation,
+    json_error,
+    not_regular,
+    open_regular,
     project_from_cwd,
 )
 
@@ -65,6 +80,16 @@ _NOT_AN_ANSWER = frozenset({"tool_use", "thinking"})
 ANSWER_LOOKBACK = 20
 #: Bytes of a file's head, and of the end of its read part, a read position's fingerprint covers.
 FINGERPRINT_BYTES = 4096
+#: The most bytes of transcript one hook call reads, all files together (and the most it
+#: takes on stdin): the longest line a hook reads (``MAX_LINE_BYTES``, 64 MiB), so any line
+#: fits in one call. A turn adds far less; a session ingested for the first time, or a
+#: backlog, is read over the next calls from the positions kept.
+READ_BYTES = MAX_LINE_BYTES
+#: Seconds after which one hook call takes no further line of a transcript it can resume:
+#: agents run hooks on every turn and wait for them, and storing what was read takes a
+#: few times as long as reading it (a backlog of small lines: about four times, on SQLite),
+#: so a second of reading keeps the call to a few seconds. The next call reads on.
+READ_SECONDS = 1.0
 
 MemoryKind = Literal["project", "thread"]
 
@@ -85,6 +110,10 @@ class TranscriptFile:
     parse: IncrementalParser
     #: Found by listing a directory: skipped when ``is_transcript`` says it holds none.
     is_transcript: Callable[[Path], bool] | None = None
+    #: Read from its first line at every call (the agent rewrites it): stopping early
+    #: would leave its end unread at every call, so no deadline applies, and one over
+    #: ``READ_BYTES`` is refused.
+    reads_whole: bool = False
 
 
 @dataclass
@@ -131,14 +160,12 @@ def read_payload(text: str) -> dict[str, Any]:
     """The hook's stdin as a JSON object.
 
     Raises:
-        InvalidInput: if it is not JSON, or not an object.
+        InvalidInput: if it is not JSON (nested too deep for Python included), or not an object.
     """
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            f"hook input on stdin is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
+    except JSON_ERRORS as exc:
+        raise InvalidInput(f"hook input on stdin is not JSON ({json_error(exc)})") from None
     if not isinstance(value, dict):
         raise InvalidInput("hook input on stdin must be a JSON object")
     return value
@@ -159,6 +186,25 @@ def text_field(payload: dict[str, Any], *keys: str, required: bool = False) -> s
     return None
 
 
+def transcript_path(text: str) -> Path:
+    """A path a payload names, ``~`` expanded (kept as written when no such user exists).
+
+    Raises:
+        InvalidInput: for a path no file can have: a NUL byte, or a lone surrogate escape.
+    """
+    if "\0" in text:
+        raise InvalidInput("hook input on stdin: a transcript path holds a NUL byte")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("hook input on stdin: a transcript path is not valid UTF-8 (a lone surrogate)") from None
+    path = Path(text)
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
 def hook_message(
     role: Role, content: str, message_id: str, kind: str, source: str, *, created_at: Any = None, **extra: Any
 ) -> NewMessage:
@@ -174,20 +220,23 @@ def hook_message(
         raise InvalidInput(f"hook input on stdin: {describe_validation(exc)}") from None
 
 
-def fingerprint(path: Path, stat: os.stat_result, offset: int) -> str:
+def fingerprint(path: Path, stat: os.stat_result, offset: int, *, finished: bool = True) -> str:
     """What ``path`` looked like when read up to ``offset``: ``mtime_ns:size:digest``.
 
     The stamp (modification time and size) says, without reading, that nothing changed;
     the digest of the file's first and last ``FINGERPRINT_BYTES`` before ``offset`` tells
     a file that only grew (the read part unchanged: reading resumes at ``offset``) from
     one rewritten (Windsurf's revert, ``agy`` rewriting a step in place), even to the
-    same size: that one is read again from the start.
+    same size: that one is read again from the start. A read that stopped at a bound
+    before the file's end (not ``finished``) leaves the stamp out (``::digest``), so
+    the next call reads on even though the file did not change.
     """
-    return f"{stat.st_mtime_ns}:{stat.st_size}:{_digest(path, offset)}"
+    stamp = _stamp(stat) if finished else "::"
+    return f"{stamp}{_digest(path, offset)}"
 
 
 def _digest(path: Path, offset: int) -> str:
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         head = handle.read(min(offset, FINGERPRINT_BYTES))
         handle.seek(max(0, offset - FINGERPRINT_BYTES))
         tail = handle.read(min(offset, FINGERPRINT_BYTES))
@@ -206,7 +255,7 @@ def _valid_start(path: Path, known: ReadPosition | None, size: int) -> FilePosit
     """
     if known is None or known.offset == 0 or known.offset > size:
         return None
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         handle.seek(known.offset - 1)
         if handle.read(1) != b"\n":
             return None
@@ -219,25 +268,46 @@ def _valid_start(path: Path, known: ReadPosition | None, size: int) -> FilePosit
 def _read(
     request: HookRequest, partition: str, positions: dict[str, ReadPosition]
 ) -> tuple[list[ParsedTranscript], list[ReadPosition]]:
-    """Every transcript's unread part, parsed and checked, and the positions reached."""
+    """Every transcript's unread part, parsed and checked, and the positions reached.
+
+    All files share one budget: ``READ_BYTES`` and ``READ_SECONDS`` (but a file read
+    whole, which no deadline helps, see `TranscriptFile.reads_whole`). A file the budget
+    does not reach keeps its position, and the next call goes on from there.
+
+    Raises:
+        InvalidInput: for a path that is not a regular file, a bad line, or a file read
+            whole that is over ``READ_BYTES``.
+    """
     parsed: list[ParsedTranscript] = []
     reached: list[ReadPosition] = []
+    deadline = time.monotonic() + READ_SECONDS
+    left = READ_BYTES
     for item in request.transcripts:
         key = str(item.path)
         try:
             stat = item.path.stat()
         except OSError:
             continue
+        if not file_stat.S_ISREG(stat.st_mode):
+            raise not_regular(item.path, stat.st_mode)
         known = positions.get(key)
         if known is not None and known.fingerprint.startswith(_stamp(stat)):
             continue
+        if left <= 0 or time.monotonic() >= deadline:
+            break
         if known is None and item.is_transcript is not None and not item.is_transcript(item.path):
             continue
-        state = ReadState()
+        state = ReadState(limit=left, deadline=None if item.reads_whole else deadline)
         start = _valid_start(item.path, known, stat.st_size)
         parsed.append(item.parse(item.path, partition=partition, start=start, state=state))
+        if item.reads_whole and state.cut == "size":
+            raise InvalidInput(
+                f"{item.path}: over {READ_BYTES} bytes, the most a hook reads at one call, and this transcript "
+                "is read whole at every call; nothing was written"
+            )
+        left -= state.taken
         offset, line = state.position.offset, state.position.line
-        seen = fingerprint(item.path, stat, offset)
+        seen = fingerprint(item.path, stat, offset, finished=state.cut is None)
         reached.append(ReadPosition(path=key, offset=offset, line=line, fingerprint=seen))
     return parsed, reached
 

@@ -6,6 +6,10 @@ else must behave the same whatever the format, so it lives here once: lines are 
 with progress reports, a bad line becomes an error naming ``FILE:LINE`` (and nothing of
 the file is written, because every line is checked before the first write), and each
 thread's messages keep file order and are cut into batches of at most ``MAX_BATCH``.
+A file is read only if it is a regular file (`open_regular`): a hook's path comes from
+an agent's payload, and ``/dev/zero`` or a FIFO there would never let a read end. A
+hook's read is bounded besides (`ReadState.limit`, `ReadState.deadline`) and stops at
+the last whole line within them.
 The adapters (``ingest`` for JSONL, ``claude_code``, ``codex``, in this package) say
 what a line means and hand messages to a ``ThreadGrouper``; ``ingest`` appends the
 batches.
@@ -14,10 +18,14 @@ batches.
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, BinaryIO, Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -27,6 +35,15 @@ from palimpsest.graph_schema.prepare import check_name
 
 #: How often, in lines, reading reports progress (often enough for a bar, cheap enough).
 PROGRESS_EVERY = 2000
+#: The longest line a bounded read takes: one that does not end within it is refused. Lines
+#: carrying several base64 screenshots (a few MB each) fit; a line of that size parses in
+#: well under a second.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+#: Non-blocking open where the platform has it: a FIFO swapped in after the check cannot block.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+#: What `json.loads` raises on bad input: `json.JSONDecodeError` and a bare `ValueError` (an
+#: integer of more digits than Python converts), and `RecursionError` (arrays nested thousands deep).
+JSON_ERRORS = (ValueError, RecursionError)
 
 
 @dataclass(frozen=True)
@@ -52,9 +69,21 @@ class FilePosition:
 
 @dataclass
 class ReadState:
-    """Where a read stopped: after the last whole line read, for the next read to start at."""
+    """Where a read stopped: after the last whole line read, for the next read to start at.
+
+    A hook bounds its reads (``limit``, ``deadline``) so that a call returns soon however
+    much the agent wrote; what is left is read by the next call, from ``position``.
+    """
 
     position: FilePosition = field(default_factory=FilePosition)
+    #: The most bytes the read may take past its start; ``None``: to the end (``ingest``).
+    limit: int | None = None
+    #: The `time.monotonic` value after which no further line is read; ``None``: none.
+    deadline: float | None = None
+    #: Bytes the read took past its start, a trailing partial line included.
+    taken: int = 0
+    #: Why the read stopped before the file's end (``limit`` or ``deadline``); ``None``: it reached it.
+    cut: Literal["size", "time"] | None = None
 
 
 @dataclass
@@ -131,6 +160,55 @@ def describe_validation(exc: ValidationError) -> str:
     return f"{location}: {first['msg']}" if location else first["msg"]
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, for the error refusing it."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def not_regular(path: Path, mode: int) -> InvalidInput:
+    """The error for a transcript path that names something else than a regular file."""
+    return InvalidInput(f"{path}: {file_kind(mode)}, not a regular file; only regular files are read")
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (or a symlink to one).
+
+    Why: a hook reads the path an agent's payload names, and ``/dev/zero`` there is a
+    read without end, a FIFO one that never returns. The type is checked before the
+    open, so no device is ever opened; the open does not block, so a FIFO put in the
+    file's place after the check cannot hang it; and the open file is checked again.
+
+    Raises:
+        InvalidInput: if it cannot be opened, or is not a regular file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read the file ({exc.strerror})") from None
+    except ValueError:
+        raise InvalidInput(f"{path}: cannot read the file (a path with a NUL byte)") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
 def read_lines(
     path: Path,
     *,
@@ -140,48 +218,71 @@ def read_lines(
 ) -> Iterator[tuple[int, bytes]]:
     """The non-blank lines of a file with their 1-based numbers, reporting bytes read.
 
-    A last line without its newline that is not yet a whole JSON value is an agent
-    still writing it: it is left for the next read, and ``state`` stops before it.
+    A last line without its newline is read only when it is a whole JSON value (a
+    finished file may lack the final newline); else it is an agent still writing it,
+    left for the next read. Either way ``state`` stops before it: a position always
+    ends a line, so the next read starts there and parses that one line again, nothing
+    before it.
+
+    A bounded read (``state.limit``, ``state.deadline``) stops at the last whole line
+    within them, ``state.cut`` saying why; a line that does not end within
+    ``MAX_LINE_BYTES`` is refused, since no later read could take it either.
 
     Args:
-        path: The file to read.
+        path: The file to read (a regular file).
         progress: Called every ``PROGRESS_EVERY`` lines and once at the end.
         start: Where to begin (a line start); the whole file by default.
         state: Updated with the position after each line read, for a later read to resume.
 
     Raises:
-        InvalidInput: if the file cannot be opened.
+        InvalidInput: if the file cannot be opened or is not a regular file, or (bounded)
+            for a line over ``MAX_LINE_BYTES``.
     """
     begin = start or FilePosition()
-    try:
-        total = path.stat().st_size
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read the file ({exc.strerror})") from None
-    done = begin.offset
-    if state is not None:
-        state.position = begin
+    state = state if state is not None else ReadState()
+    handle = open_regular(path)
     with handle:
+        total = os.fstat(handle.fileno()).st_size
         handle.seek(begin.offset)
-        for number, raw in enumerate(handle, start=begin.line):
-            if not raw.endswith(b"\n") and raw.strip() and not _whole_json(raw):
+        state.position = begin
+        done, number = begin.offset, begin.line
+        end = None if state.limit is None else begin.offset + state.limit
+        while True:
+            if state.deadline is not None and time.monotonic() >= state.deadline:
+                state.cut = "time"
+                break
+            room = -1 if end is None else min(end - done, MAX_LINE_BYTES)
+            if room == 0:
+                state.cut = "size"
+                break
+            raw = handle.readline(room)
+            if not raw:
+                break
+            state.taken = done + len(raw) - begin.offset
+            if not raw.endswith(b"\n"):
+                if len(raw) == room == MAX_LINE_BYTES:
+                    raise line_error(path, number, f"the line does not end within {MAX_LINE_BYTES} bytes")
+                if len(raw) == room:
+                    state.cut = "size"
+                elif raw.strip() and _whole_json(raw):
+                    yield number, raw
                 break
             done += len(raw)
-            if state is not None:
-                state.position = FilePosition(done, number + 1)
+            state.position = FilePosition(done, number + 1)
             if progress is not None and number % PROGRESS_EVERY == 0:
                 progress(IngestProgress(path, "read", done, total))
             if raw.strip():
                 yield number, raw
+            number += 1
     if progress is not None:
-        progress(IngestProgress(path, "read", done, total))
+        progress(IngestProgress(path, "read", begin.offset + state.taken, total))
 
 
 def _whole_json(raw: bytes) -> bool:
     """Whether a line is a complete JSON value (a last line may still be being written)."""
     try:
         json.loads(raw)
-    except ValueError:
+    except JSON_ERRORS:
         return False
     return True
 
@@ -201,11 +302,21 @@ def decode_object(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     text = decode_text(path, number, raw).rstrip("\r\n")
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise line_error(path, number, f"malformed JSON ({exc.msg} at column {exc.pos + 1})") from None
+    except JSON_ERRORS as exc:
+        raise line_error(path, number, f"malformed JSON ({json_error(exc)})") from None
     if not isinstance(value, dict):
         raise line_error(path, number, "a line must be a JSON object")
     return value
+
+
+def json_error(exc: ValueError | RecursionError) -> str:
+    """Why text is not JSON that Python reads, in a phrase: ``Expecting value at column 3``."""
+    if isinstance(exc, json.JSONDecodeError):
+        where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno}"
+        return f"{exc.msg} at {where}"
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return f"an integer of over {sys.get_int_max_str_digits()} digits"
 
 
 def _check_message(message: NewMessage) -> None:

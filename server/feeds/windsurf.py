@@ -45,7 +45,14 @@ from typing import Any
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Role
-from palimpsest.server.feeds.hooks import LATE_TRANSCRIPT_S, HookRequest, TranscriptFile, hook_message, text_field
+from palimpsest.server.feeds.hooks import (
+    LATE_TRANSCRIPT_S,
+    HookRequest,
+    TranscriptFile,
+    hook_message,
+    text_field,
+    transcript_path,
+)
 from palimpsest.server.feeds.steps import StepRead, kept_whole, parse_steps, rendered
 from palimpsest.server.feeds.transcripts import FilePosition, ParsedTranscript, Piece, ReadState, project_from_cwd
 
@@ -175,7 +182,7 @@ def windsurf_request(payload: dict[str, Any]) -> HookRequest:
     if event == "post_cascade_response_with_transcript":
         given = text_field(tool_info, "transcript_path", required=True)
         assert given is not None
-        path = Path(given).expanduser()
+        path = transcript_path(given)
 
         def parse(path: Path, *, partition: str, start: FilePosition | None, state: ReadState) -> ParsedTranscript:
             """The whole transcript, whatever ``start`` says: Cascade rewrites it when a conversation is reverted."""
@@ -184,7 +191,7 @@ def windsurf_request(payload: dict[str, Any]) -> HookRequest:
                 path, partition=partition, thread_id=thread, project=project, source=SOURCE, reader=reader, state=state
             )
 
-        request.transcripts.append(TranscriptFile(path, parse))
+        request.transcripts.append(TranscriptFile(path, parse, reads_whole=True))
         request.follow_up_s = LATE_TRANSCRIPT_S
     elif event == "pre_user_prompt":
         prompt = text_field(tool_info, "user_prompt", "prompt")
