@@ -6,10 +6,14 @@ override them by passing values to the constructor.
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import re
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from palimpsest.scheduler.config import (
     CompactionSettings,
@@ -19,6 +23,22 @@ from palimpsest.scheduler.config import (
     default_archive_dir,
 )
 from palimpsest.server.store_settings import ENV_PREFIX, StoreSettings, env_names
+
+#: A DNS name or IPv4 address, optionally ``*.`` for every name under a domain.
+_HOST_NAME = re.compile(r"(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?")
+
+
+def _host_name(value: str) -> str:
+    """One entry of ``PALIMPSEST_ALLOWED_HOSTS``: a host name or address, lower-cased, no scheme or port."""
+    host = value.strip().lower()
+    if ":" in host:
+        try:
+            return str(ipaddress.IPv6Address(host.removeprefix("[").removesuffix("]")))
+        except ValueError:
+            pass
+    elif _HOST_NAME.fullmatch(host):
+        return host
+    raise ValueError(f"{value!r} is not a host name: give a name or an address, no scheme or port (memory.example.com)")
 
 
 class Settings(BaseSettings, StoreSettings):
@@ -78,6 +98,25 @@ class Settings(BaseSettings, StoreSettings):
         description="JSON or TOML file mapping bearer token -> partitions it may touch; "
         "when set, the HTTP transport requires a token (PALIMPSEST_TOKENS_FILE).",
     )
+    allowed_hosts: Annotated[list[Annotated[str, AfterValidator(_host_name)]], NoDecode] = Field(
+        default_factory=list,
+        description="Host names the HTTP server answers besides loopback, the address a connection arrives on "
+        "and --host: a request whose Host or Origin names any other host is refused, against DNS rebinding "
+        "(PALIMPSEST_ALLOWED_HOSTS: comma-separated or a JSON list; `*.example.com` for a whole domain).",
+    )
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        """``a.example, b.example`` or ``["a.example", "b.example"]`` from the environment, as a list."""
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list of host names ({exc.msg})") from None
+        return [part for part in value.split(",") if part.strip()]
 
     @property
     def compaction(self) -> CompactionSettings:

@@ -4,7 +4,10 @@ One browser for the module and one ``palimpsest serve --transport http`` per sto
 started on a store filled and compacted beforehand (170 messages: five L1 summaries
 under one L2, twenty messages not yet summarized) with a tokens file of two tokens,
 ``claude`` and ``windsurf``. Each test signs in through the login form, like a person,
-and saves a screenshot under its own temporary directory.
+and saves a screenshot under its own temporary directory. The browser resolves
+``attacker.example`` to 127.0.0.1, as a page that rebinds its own name would, to show
+that such a page gets nothing; and the viewer's pages run under their Content Security
+Policy without a violation, and refuse to be framed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ pytestmark = pytest.mark.slow
 PALIMPSEST = str(Path(sys.executable).parent / "palimpsest")
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+#: A name the browser resolves to loopback: an attacker's page after DNS rebinding.
+REBOUND = "attacker.example"
 #: Flags for a headless Chromium that reaches nothing but the test's server.
 CHROMIUM_FLAGS = [
     "--headless",
@@ -53,6 +58,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--window-size=1400,1000",
+    f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1",
 ]
 #: Seconds a page or a server may take (guards on waits, never assertions).
 WAIT_SECONDS = 60
@@ -149,6 +155,7 @@ def browser() -> Iterator[WebDriver]:
     options.binary_location = CHROMIUM
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         options.add_argument(f"--user-data-dir={profile}")
         driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
@@ -245,3 +252,53 @@ def test_a_token_for_another_partition_sees_nothing_of_it(site: Site, browser: W
     assert browser.find_element(By.ID, "no-hits").text == "Nothing found."
     browser.save_screenshot(str(tmp_path / "other-partition.png"))
     assert (tmp_path / "other-partition.png").stat().st_size > 0
+
+
+def console(browser: WebDriver) -> list[str]:
+    """What the pages logged to the console since the last call (Content Security Policy reports among it)."""
+    return [entry["message"] for entry in browser.get_log("browser")]
+
+
+def test_the_pages_run_under_their_policy_and_refuse_to_be_framed(
+    site: Site, browser: WebDriver, tmp_path: Path
+) -> None:
+    sign_in(browser, site, "tok-claude")
+    console(browser)
+    browser.get(f"{site.base}/ui/thread?p=claude&t=t1")
+    browser.find_element(By.ID, f"node-{site.top_id}").click()  # viewer.js fetches the panel
+    wait(browser).until(lambda b: opened_summary(b) == site.top_id)
+    browser.get(f"{site.base}/ui/search?p=claude&q=orchid+relay")
+    assert browser.find_elements(By.CSS_SELECTOR, "li.hit")
+    assert [line for line in console(browser) if "Content Security Policy" in line] == []
+
+    browser.get(f"{site.base}/ui")
+    browser.execute_script(
+        "const frame = document.createElement('iframe');"
+        "frame.id = 'framed'; frame.src = '/ui/partition?p=claude'; document.body.appendChild(frame);"
+    )
+    wait(browser).until(lambda b: any("frame-ancestors 'none'" in line for line in console(b)))
+    browser.switch_to.frame(browser.find_element(By.ID, "framed"))
+    assert not browser.find_elements(By.ID, "threads") and 'data-thread="t1"' not in browser.page_source
+    browser.switch_to.default_content()
+    browser.save_screenshot(str(tmp_path / "framed.png"))
+    assert (tmp_path / "framed.png").stat().st_size > 0
+
+
+def test_a_page_under_a_rebound_name_gets_nothing(site: Site, browser: WebDriver, tmp_path: Path) -> None:
+    sign_in(browser, site, "tok-claude")
+    port = site.base.rsplit(":", 1)[1]
+    browser.get(f"http://{REBOUND}:{port}/ui/thread?p=claude&t=t1")
+    assert browser.find_element(By.TAG_NAME, "body").text == "Misdirected Request"
+    # Its own script, same-origin as far as the browser knows, reaches neither the viewer nor MCP.
+    statuses = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const initialize = {jsonrpc: '2.0', id: 1, method: 'initialize', params: {protocolVersion: '2025-11-25',"
+        " capabilities: {}, clientInfo: {name: 'page', version: '1'}}};"
+        "Promise.all([fetch('/ui/partition?p=claude'), fetch('/health'), fetch('/mcp', {method: 'POST',"
+        " headers: {'Content-Type': 'application/json', Accept: 'application/json, text/event-stream'},"
+        " body: JSON.stringify(initialize)})]).then((answers) => done(answers.map((a) => a.status)));"
+    )
+    assert statuses == [421, 421, 421]
+    assert "orchid" not in browser.page_source
+    browser.save_screenshot(str(tmp_path / "rebound.png"))
+    assert (tmp_path / "rebound.png").stat().st_size > 0

@@ -177,7 +177,7 @@ def ui(
 ) -> None:
     """Open the web viewer on loopback: print its address, then serve it until Ctrl+C.
 
-    The viewer is read-only, so this process runs no background maintenance.
+    The viewer is read-only: this process serves no MCP (no /mcp) and runs no background maintenance.
 
     Example: palimpsest ui --store sqlite:///memory.db
     """
@@ -185,6 +185,9 @@ def ui(
 
     settings = settings_from_flags(store).model_copy(update={"scheduler": False})
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As uvicorn does for the sockets it binds: a restart on the same --port must not
+    # wait for the last run's connections to leave TIME_WAIT.
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listening.bind(("127.0.0.1", port))
     except OSError as exc:
@@ -194,7 +197,7 @@ def ui(
     # Before serving, and flushed: a script reading the address must get it now.
     print(output_json.dumps({"url": address}) if json else address, flush=True)
     try:
-        run_server(settings, transport="http", port=listening.getsockname()[1], listening=listening)
+        run_server(settings, transport="http", port=listening.getsockname()[1], listening=listening, serves_mcp=False)
     except PalimpsestError as exc:
         raise fail(str(exc)) from None
     finally:

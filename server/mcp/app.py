@@ -8,7 +8,8 @@ tool call holds the foreground gate, so background work yields to it, and is cou
 and timed (``metrics.py``). `run_server` serves it over stdio (one IDE, the default) or
 streamable HTTP (shared; bearer tokens bound to partitions, or loopback only), where
 the same app also answers ``/health`` (``health.py``) and serves the viewer at ``/ui``
-(``server/ui/``).
+(``server/ui/``), every route behind the Host/Origin guard and security headers of
+``http_app.py``; ``palimpsest ui`` serves that app without ``/mcp``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from palimpsest.scheduler.foreground import ForegroundGate
 from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
 from palimpsest.scheduler.summarizers import make_summarizer
 from palimpsest.server.mcp.health import LiveServer, register_health
+from palimpsest.server.mcp.http_app import GuardedFastMCP, is_wildcard
 from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
 from palimpsest.server.mcp.metrics import CallMetrics, ToolMetrics
 from palimpsest.server.mcp.partitions import PartitionTokenVerifier, load_token_grants
@@ -79,14 +81,16 @@ def _version() -> str:
         return "0"
 
 
-def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMCP:
+def build_server(settings: Settings, store: MemoryStore | None = None, *, serves_mcp: bool = True) -> FastMCP:
     """A ready-to-run MCP server over one store.
 
     Args:
-        settings: Configuration (store URI, partition, compaction, LLM, tokens file).
+        settings: Configuration (store URI, partition, compaction, LLM, tokens file,
+            allowed hosts).
         store: A store to serve instead of ``settings.open_store()``; the caller keeps
             ownership and closes it (the lifespan still calls its idempotent
             ``initialize``).
+        serves_mcp: False for the read-only viewer: its HTTP app has no ``/mcp``.
 
     Raises:
         InvalidInput: if the tokens file is unreadable or malformed, or
@@ -160,8 +164,10 @@ def build_server(settings: Settings, store: MemoryStore | None = None) -> FastMC
             live.scheduler = None
             await maintenance.shutdown(scheduler)
 
-    server = FastMCP(
+    server = GuardedFastMCP(
         "palimpsest",
+        allowed_hosts=settings.allowed_hosts,
+        serves_mcp=serves_mcp,
         instructions=INSTRUCTIONS,
         version=_version(),
         lifespan=store_lifespan | maintenance_lifespan,
@@ -218,16 +224,19 @@ def run_server(
     port: int = 8765,
     log_format: LogFormat = LogFormat.text,
     listening: socket.socket | None = None,
+    serves_mcp: bool = True,
 ) -> None:
     """Serve MCP until the client hangs up (stdio) or the process is stopped (HTTP).
 
     Over HTTP, a tokens file (``PALIMPSEST_TOKENS_FILE``) makes bearer tokens required,
     each bound to its partitions; without one the server is unauthenticated and so
-    only listens on loopback.
+    only listens on loopback. Either way only requests naming an allowed host are
+    answered (``http_app.py``): ``host`` is one of them unless it is a wildcard.
 
     ``log_format`` ``json`` writes structured log lines on stderr. ``listening`` is a
     socket already bound to ``host:port`` (``palimpsest ui`` binds port 0 first, so it
-    can print the address it got before serving).
+    can print the address it got before serving). ``serves_mcp`` False serves the
+    viewer and ``/health`` only (``palimpsest ui``).
 
     Raises:
         InvalidInput: for an unknown transport, a malformed tokens file, or an
@@ -254,14 +263,26 @@ def run_server(
             host,
             port,
         )
-    server = build_server(settings)
+    if is_wildcard(host) and not settings.allowed_hosts:
+        logger.warning(
+            "listening on every interface (%s): requests are answered only when their Host names loopback or "
+            "the address they arrived on; set PALIMPSEST_ALLOWED_HOSTS to the names clients use",
+            host,
+        )
+    server = build_server(settings, serves_mcp=serves_mcp)
     gc.enable()
     # uvicorn without its own logging config hands its lines to the root handler above.
     uvicorn_config = {"log_config": None} if log_format is LogFormat.json else None
     sockets = [listening] if listening is not None else None
     with signals_end_serving():
         server.run(
-            transport="http", host=host, port=port, show_banner=False, uvicorn_config=uvicorn_config, sockets=sockets
+            transport="http",
+            host=host,
+            port=port,
+            show_banner=False,
+            uvicorn_config=uvicorn_config,
+            sockets=sockets,
+            allowed_hosts=[host],
         )
 
 

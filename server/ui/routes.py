@@ -4,7 +4,9 @@ Why on the MCP server: it is already the one process that holds the store, the
 embedder, the tokens and the tool metrics, so the viewer shows exactly what the
 tools see, behind the same tokens. Pages are rendered on the server (jinja2
 templates shipped in the package) with one small script for clicks; nothing is
-fetched from any other host, so the viewer works with no network.
+fetched from any other host, so the viewer works with no network (and the Content
+Security Policy of ``server/mcp/http_app.py`` allows nothing else: no inline script or
+style, no framing). That module's Host/Origin guard answers before any route here.
 
 Every route identifies the caller first (``access.identify``), then reads the
 partition it names only if the caller may see it; a partition the caller may not

@@ -28,6 +28,7 @@ from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.maintenance import backlog_floor
 from palimpsest.server.mcp.metrics import ToolMetric
+from palimpsest.server.mcp.partitions import shared_cycle
 from palimpsest.server.mcp.tools import LAST_CYCLES, PENDING_THREADS, Runtime
 from palimpsest.server.retrieval.grep import GrepHit, grep_memories
 
@@ -48,12 +49,19 @@ class PartitionRow(BaseModel):
     stats: StoreStats
 
 
+class CycleRow(BaseModel):
+    """A maintenance cycle as ``memory_stats`` shows it (``shared_cycle``): no host, pid or thread."""
+
+    cycle: MaintenanceCycle
+    errors: int = Field(description="How many errors it had (their text names threads: only its log has it).")
+
+
 class Overview(BaseModel):
     """The index page: partitions the caller may see, this server's tools, the last cycles."""
 
     partitions: list[PartitionRow]
     tools: list[ToolMetric]
-    last_cycles: list[MaintenanceCycle]
+    last_cycles: list[CycleRow]
     store_kind: str
     bytes_on_disk: int | None = Field(None, description="The whole store's files (shown when every partition is).")
     bytes_reclaimable: int | None = None
@@ -123,10 +131,11 @@ async def overview(runtime: Runtime, allowed: frozenset[str] | None) -> Overview
     rows = [PartitionRow(name=name, stats=await store.stats(name)) for name in names]
     # The size is the store's, not a partition's: shown only to a caller who sees them all.
     whole = await store.stats(None) if allowed is None else None
+    cycles = await store.recent_cycles(LAST_CYCLES)
     return Overview(
         partitions=rows,
         tools=runtime.metrics.snapshot(),
-        last_cycles=await store.recent_cycles(LAST_CYCLES),
+        last_cycles=[CycleRow(cycle=shared_cycle(cycle), errors=len(cycle.errors)) for cycle in cycles],
         store_kind=store.kind,
         bytes_on_disk=None if whole is None else whole.bytes_on_disk,
         bytes_reclaimable=None if whole is None else whole.bytes_reclaimable,
