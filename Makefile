@@ -5,7 +5,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-TEST_NEO4J := NEO4J_STATE=.cache/neo4j/test tools/neo4j.sh
+# pytest-xdist workers for `make test`, each with a Neo4j of its own (0: no xdist, one server).
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 .PHONY: serve test lint neo4j-start neo4j-stop clean
@@ -44,11 +45,10 @@ lint: $(VENV)/.test
 	@echo "installing chromium and chromium-driver from Debian for the browser tests..." >&2
 	@apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >&2
 
-## The gate, then every test, the Neo4j ones included, against a Neo4j 5 this target starts and stops.
+## The gate, then every test, the Neo4j ones included, on TEST_WORKERS workers, each against a
+## Neo4j 5 of its own that this target starts and stops (tools/test.sh).
 test: lint /usr/bin/chromedriver
-	@uri=$$($(TEST_NEO4J) start | tail -n 1) || exit 1; \
-	NEO4J_TEST_URI=$$uri $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
-	$(TEST_NEO4J) stop; exit $$rc
+	@tools/test.sh $(TEST_WORKERS) $(PY) $(PYTEST_ARGS)
 
 ## A local Neo4j 5 Community for development; the last line printed is its bolt URI.
 neo4j-start:

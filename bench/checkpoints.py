@@ -3,7 +3,7 @@
 Two measures of the extractive summarizer, each beside a baseline or a goal:
 
 1. Coding sessions. Claude Code transcripts and Codex rollouts written by
-   ``tests/agent_sessions.py`` (the shape of real ones: tool_use blocks and
+   ``tests/support/agent_sessions.py`` (the shape of real ones: tool_use blocks and
    function_call items, errors marked, numbered file reads full of TODOs) go through the
    real parsers and the real planner (default settings, every message outside none);
    each chunk's level-1 checkpoint is scored against the truth of the chunk's tool
@@ -53,7 +53,7 @@ from palimpsest.scheduler.config import CompactionSettings  # noqa: E402
 from palimpsest.scheduler.extractive import EXPAND_PREFIX, ExtractiveSummarizer  # noqa: E402
 from palimpsest.scheduler.planner import plan_escalation, plan_leaf_chunks  # noqa: E402
 from palimpsest.scheduler.summarizer import Background  # noqa: E402
-from tests.agent_sessions import Truth, claude_code_lines, codex_lines, parsed_messages, stored  # noqa: E402
+from tests.support.agent_sessions import Truth, claude_code_lines, codex_lines, parsed_messages, stored  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 RECALL_GOAL = 0.95

@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from palimpsest.graph_schema.backends import open_store
+from palimpsest.server.agents.windsurf.hook import request
 from palimpsest.server.feeds.hooks import run_hook
-from palimpsest.server.feeds.windsurf import windsurf_request
 
 #: What a turn's 10 steps store: 5 tool steps with a result are 2 messages each.
 MESSAGES_A_TURN = 15
@@ -75,7 +75,7 @@ async def measure(folder: Path, turns: int, repeat: int, file_kb: int) -> float:
             lines += turn(turns + extra, file_kb)
             transcript.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
             began = time.perf_counter()
-            report = (await run_hook(store, windsurf_request(payload), partition="windsurf", budget=0)).report
+            report = (await run_hook(store, request(payload), partition="windsurf", budget=0)).report
             if extra:  # the first call stores the whole conversation: untimed
                 times.append(time.perf_counter() - began)
                 assert report.appended == MESSAGES_A_TURN, report

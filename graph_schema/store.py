@@ -1,7 +1,7 @@
 """The one seam between Palimpsest and a database: the `MemoryStore` protocol.
 
 Its docstrings are the contract both backends (`sqlite/`, `neo4j/`) implement and
-the contract suite (`tests/test_store_contract.py`) checks. The verbs are domain verbs;
+the contract suite (`tests/graph_schema/test_store_contract.py`) checks. The verbs are domain verbs;
 no query string ever crosses this line.
 
 Partitions: every read that takes ``partition`` only sees that partition. ``None``

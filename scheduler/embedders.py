@@ -200,7 +200,7 @@ class BuiltinEmbedder:
     The model loads on first use (about half a second, in a worker thread), never when
     the embedder is made, so a server answers its MCP handshake before any weight is read.
     Its vectors are recorded as ``sentence-transformers:all-MiniLM-L6-v2``: they are that
-    model's (``tests/test_minilm.py``), so switching between the two embedders keeps a
+    model's (``tests/scheduler/test_minilm.py``), so switching between the two embedders keeps a
     store's vectors.
 
     Args:

@@ -8,7 +8,7 @@ from the model's own ``tokenizer.json`` through the ``tokenizers`` library (the 
 tokenizer sentence-transformers itself uses) and weights from safetensors through the
 ``safetensors`` library, so nothing here is a reimplementation of either.
 
-What makes it match sentence-transformers (``tests/test_minilm.py`` compares them,
+What makes it match sentence-transformers (``tests/scheduler/test_minilm.py`` compares them,
 cosine >= 0.999 on a few hundred texts): the same truncation (``max_seq_length`` of
 ``sentence_bert_config.json``, 256 for this model, [CLS] and [SEP] included), the
 same stripping of surrounding whitespace, the exact (erf) GELU, LayerNorm with the

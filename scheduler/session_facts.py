@@ -3,7 +3,7 @@
 Agent transcripts say plainly what happened: an assistant message of metadata kind
 ``tool_use`` names the tool (``tool_name``) and carries its input as ``Name {json}``; the
 ``tool`` message with the same ``tool_call_id`` is its result, marked ``is_error`` when
-the tool failed (see ``server/feeds/claude_code.py`` and ``server/feeds/codex.py``).
+the tool failed (see ``server/agents/claude/transcript.py`` and ``server/agents/codex/transcript.py``).
 From that alone this module lists the files written or edited (and how often), the
 files read, the shell commands with their exit status, the failed calls with the first
 line of their error, the todo list, and the user's own requests (never tool output, nor

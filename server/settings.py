@@ -1,4 +1,4 @@
-"""Configuration: one pydantic-settings class read from the environment variables the README lists.
+"""Configuration: one pydantic-settings class read from the environment variables docs/configuration.md lists.
 
 Settings are read when a command or server starts (never at import time), and CLI flags
 override them by passing values to the constructor.
@@ -42,7 +42,7 @@ def _host_name(value: str) -> str:
 
 
 class Settings(BaseSettings, StoreSettings):
-    """Everything configurable, from the README's variables; flags override by constructor args.
+    """Everything configurable, from the variables in docs/configuration.md; flags override by constructor args.
 
     The fields that open the store come from `StoreSettings`, which a hook reads alone.
     """

@@ -8,7 +8,7 @@ start-up. So these fields live here, on a plain pydantic model, and ``Settings``
 (``palimpsest.server.settings``) inherits them: one definition of each variable, its
 default and its bounds. `StoreSettings.from_environment` reads them as pydantic-settings
 does (the field's own aliases first, then ``PALIMPSEST_<FIELD>``, in any case), and
-``tests/test_hook_entry.py`` keeps the two readers equal.
+``tests/server/cli/test_hook_entry.py`` keeps the two readers equal.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Fixtures shared by every test: one ``store`` fixture parametrized over both backends.
 
 The Neo4j half runs against the real server `make test` starts and names in
-``NEO4J_TEST_URI``. It is never skipped: without that variable the test fails with a
-message saying how to start one (a missing service is a failure, in CI and here).
+``NEO4J_TEST_URI`` (one per pytest-xdist worker: `tests.support.stores.neo4j_test_uri`).
+It is never skipped: without that variable the test fails with a message saying how to
+start one (a missing service is a failure, in CI and here).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,49 +16,10 @@ import pytest
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.store import MemoryStore
+from tests.support.stores import BACKENDS, store_uri, wipe_neo4j
 
 if TYPE_CHECKING:
     from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
-
-BACKENDS = ["sqlite", "neo4j"]
-
-
-def neo4j_test_uri() -> str:
-    """The URI of the test Neo4j, or a failure that says how to get one."""
-    uri = os.environ.get("NEO4J_TEST_URI")
-    if not uri:
-        pytest.fail(
-            "NEO4J_TEST_URI is not set: run the suite with `make test`, or start a server "
-            "with `make neo4j-start` and export the URI it prints",
-            pytrace=False,
-        )
-    return uri
-
-
-async def wipe_neo4j(uri: str) -> None:
-    """Empty the shared test database so each test starts from nothing.
-
-    Test scaffolding, not product code: Neo4j Community has one database, so tests
-    share it and clean it between them.
-    """
-    import neo4j
-
-    driver = neo4j.AsyncGraphDatabase.driver(uri, auth=None)
-    try:
-        # CALL ... IN TRANSACTIONS needs an implicit (auto-commit) transaction, which
-        # execute_query does not give: run it in a session.
-        async with driver.session(database="neo4j") as session:
-            result = await session.run("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")
-            await result.consume()
-    finally:
-        await driver.close()
-
-
-def store_uri(backend: str, tmp_path: Path) -> str:
-    """A fresh store URI of one backend for one test."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'memory.db'}"
-    return neo4j_test_uri()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -5,7 +5,7 @@ models (compose-pydantic, generated from the spec's JSON schema, unknown keys re
 and the deployment it must describe; the Dockerfile's instructions; and the image's
 own command, ENTRYPOINT then CMD, run directly as a process, answering ``/health``,
 logging JSON lines, and passing the image's HEALTHCHECK command. Building the image
-and running the containers is not done here (README, Deployment).
+and running the containers is not done here (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import httpx2
 import yaml
 from compose_pydantic import ComposeSpecification
 
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"

@@ -26,6 +26,7 @@ from fastmcp import FastMCP
 
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.sqlite import queries as q
+from palimpsest.server.agents.registry import NAMES, entry_named
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("graph_schema", "scheduler", "server")
@@ -153,3 +154,28 @@ async def test_an_unused_index_is_dropped_and_vector_reads_use_the_model_index(t
         ]:
             plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
             assert "embeddings_by_model" in plan, plan
+
+
+def test_every_agent_is_one_folder_and_one_registry_line() -> None:
+    folders = sorted(path.parent.name for path in (ROOT / "server/agents").glob("*/__init__.py"))
+    assert folders == sorted(NAMES)
+    for name in NAMES:
+        folder = ROOT / "server/agents" / name
+        assert (folder / "hook.py").is_file() and (folder / "wiring.py").is_file(), name
+        assert isinstance(entry_named(name).hook_help, str)
+        # A hook runs on every turn and passes through this package: it imports nothing.
+        tree = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+        imports = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+        assert [ast.unparse(node) for node in imports] == ["from __future__ import annotations"], name
+
+
+def test_only_the_registry_reaches_into_an_agent_folder() -> None:
+    prefixes = tuple(f"palimpsest.server.agents.{name}" for name in NAMES)
+    reaching = []
+    for module, targets in module_imports().items():
+        for target in targets:
+            owner = next((prefix for prefix in prefixes if target == prefix or target.startswith(prefix + ".")), None)
+            if owner is None or module == owner or module.startswith(owner + "."):
+                continue
+            reaching.append(f"{module} -> {target}")
+    assert reaching == []

@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from typer.testing import CliRunner
 
-from palimpsest.server.agents.registry import AGENTS
+from palimpsest.server.agents.registry import NAMES
 from palimpsest.server.cli.main import app
 from palimpsest.server.mcp.app import build_server
 from palimpsest.server.settings import Settings
@@ -138,8 +138,8 @@ def test_every_cli_command_is_documented_with_help_and_an_example() -> None:
 
 
 def test_the_readme_shows_how_to_install_every_agent() -> None:
-    assert set(AGENTS) == {"claude", "codex", "windsurf", "antigravity", "cursor", "gemini"}
-    for agent in AGENTS:
+    assert set(NAMES) == {"claude", "codex", "windsurf", "antigravity", "cursor", "gemini"}
+    for agent in NAMES:
         assert re.search(rf"^palimpsest install {agent}\b", README, re.MULTILINE), f"README lacks `install {agent}`"
 
 

@@ -3,6 +3,8 @@
 #
 #   tools/neo4j.sh start   # idempotent; prints bolt://127.0.0.1:PORT as its last line
 #   tools/neo4j.sh stop    # stops it and deletes its data
+#   tools/neo4j.sh fetch   # only fetches the jars and builds the launcher (once), so that
+#                          # several servers can then start at the same time
 #
 # NEO4J_STATE (default .cache/neo4j/dev) holds one server's pid, URI, data and log, so
 # `make test` runs its own server beside a developer's `make neo4j-start` one.
@@ -109,5 +111,6 @@ stop() {
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
-    *) echo "usage: tools/neo4j.sh start|stop" >&2; exit 2 ;;
+    fetch) fetch ;;
+    *) echo "usage: tools/neo4j.sh start|stop|fetch" >&2; exit 2 ;;
 esac

@@ -1,9 +1,16 @@
-"""Wiring Palimpsest into each coding agent's own configuration files.
+"""Each coding agent Palimpsest serves: one folder per agent, and the shared wiring machinery.
 
-``palimpsest install AGENT`` registers the MCP server and the agent's hooks; ``uninstall``
-takes them out again, leaving every file as it was. One module per agent says which
-files it reads and what Palimpsest's entries look like there (``claude``, ``codex``,
-``windsurf``, ``antigravity``, ``cursor``); ``documents`` merges entries into JSON and
-TOML without touching anyone else's; ``wiring`` plans and applies the changes, with a
-backup and a manifest under the data directory so uninstall can restore exact bytes.
+An agent's folder (``claude``, ``codex``, ``windsurf``, ``antigravity``, ``cursor``,
+``gemini``) holds all that is particular to it: its hook (``hook``: what the agent's hook
+payload and transcript become), its transcript format where it has one (``transcript``)
+and its wiring (``wiring``: which config files it reads and what Palimpsest's entries
+look like there). ``registry`` is the one list of agents, which the hook command,
+``install``/``uninstall``/``status`` and ingest's format detection all go through.
+Shared by all: ``spec`` (what wiring an agent means), ``documents`` (merging entries
+into JSON and TOML without touching anyone else's), ``wiring`` (planning and applying
+the changes, with a backup and a manifest under the data directory so uninstall can
+restore exact bytes) and ``status`` (what is wired and whether memory arrives).
+
+This ``__init__`` and each agent's stay empty of imports: ``palimpsest hook`` passes
+through them on every turn.
 """

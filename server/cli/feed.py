@@ -22,7 +22,8 @@ import typer
 
 from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.cli.hook_command import HOOKS, HookCall, run_hook_call
+from palimpsest.server.agents.registry import ENTRIES
+from palimpsest.server.cli.hook_command import HookCall, run_hook_call
 from palimpsest.server.cli.support import JsonOption, StoreOption, fail, on_store, run_command, settings_from_flags
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ hook_app = typer.Typer(
 )
 
 
-def _hook_command(agent: str) -> Callable[..., None]:
+def _hook_command(agent: str, hook_help: str) -> Callable[..., None]:
     """The ``palimpsest hook AGENT`` command: the same options for every agent."""
 
     def command(
@@ -149,11 +150,11 @@ def _hook_command(agent: str) -> Callable[..., None]:
             raise typer.Exit(code)
 
     command.__doc__ = (
-        f"{HOOKS[agent][2]}\n\nPrints nothing else on success; on failure one line on stderr and exit code 1 "
+        f"{hook_help}\n\nPrints nothing else on success; on failure one line on stderr and exit code 1 "
         f"(never 2, which would block the agent).\n\nExample: palimpsest hook {agent} --partition {agent}"
     )
     return command
 
 
-for _agent in HOOKS:
-    hook_app.command(_agent)(_hook_command(_agent))
+for _entry in ENTRIES:
+    hook_app.command(_entry.name)(_hook_command(_entry.name, _entry.hook_help))

@@ -23,52 +23,13 @@ import os
 import sys
 from dataclasses import dataclass
 
+from palimpsest.server.agents.registry import NAMES, entry_named
+
 #: ``off`` starts no follow-up after a ``Stop`` whose transcript lacks the turn's end
 #: (the next hook call of the conversation then stores it).
 FOLLOW_UP_SETTING = "PALIMPSEST_HOOK_FOLLOW_UP"
 #: The module a follow-up runs as: it catches up on a transcript finished after ``Stop``.
 FOLLOW_UP_MODULE = "palimpsest.server.cli.hook_follow_up"
-#: Each agent's hook: its request builder (module, function), and its help.
-HOOKS: dict[str, tuple[str, str, str]] = {
-    "claude": (
-        "claude_hook",
-        "claude_request",
-        "A Claude Code hook (SessionStart, Stop, PreCompact, SessionEnd): stores the session's new lines and its "
-        "subagents'; on SessionStart prints the memory as hookSpecificOutput.additionalContext.",
-    ),
-    "codex": (
-        "codex_hook",
-        "codex_request",
-        "A Codex hook (SessionStart, Stop, PreCompact): stores the rollout's new lines (found under "
-        "$CODEX_HOME/sessions when transcript_path is null); on SessionStart prints the memory.",
-    ),
-    "windsurf": (
-        "windsurf",
-        "windsurf_request",
-        "A Windsurf Cascade hook (post_cascade_response_with_transcript, or pre_user_prompt and "
-        "post_cascade_response): stores every step of the turn and rewrites .windsurf/rules/palimpsest.md "
-        "after each response.",
-    ),
-    "antigravity": (
-        "antigravity",
-        "antigravity_request",
-        "An Antigravity (agy) hook (Stop, PreInvocation): stores every step of the conversation's transcript "
-        "(transcriptPath), one agy may still be writing included.",
-    ),
-    "cursor": (
-        "cursor",
-        "cursor_request",
-        "A Cursor hook (sessionStart, beforeSubmitPrompt, afterAgentThought, afterAgentResponse, postToolUse, "
-        "postToolUseFailure, subagentStop): stores the prompt, thoughts, reply and every tool call with its result; "
-        "on sessionStart prints the memory as additional_context.",
-    ),
-    "gemini": (
-        "gemini",
-        "gemini_request",
-        "A Gemini CLI hook (SessionStart, AfterAgent, PreCompress, SessionEnd): stores the chat recording's new "
-        "messages, tool calls and thoughts; on SessionStart prints the memory as hookSpecificOutput.additionalContext.",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -97,7 +58,7 @@ def flag_parser() -> argparse.ArgumentParser:
 
 def parse_hook_call(args: list[str]) -> HookCall | None:
     """``args`` (after ``hook``) as a hook call, or None when typer should answer them (help, a usage error)."""
-    if not args or args[0] not in HOOKS:
+    if not args or args[0] not in NAMES:
         return None
     try:
         flags, rest = flag_parser().parse_known_args(args[1:])
@@ -118,7 +79,6 @@ def run_hook_call(call: HookCall) -> int:
         regular file.
     """
     import asyncio
-    import importlib
 
     from pydantic import ValidationError
 
@@ -132,8 +92,7 @@ def run_hook_call(call: HookCall) -> int:
         settings = StoreSettings.from_environment(**{name: value for name, value in flags.items() if value is not None})
     except ValidationError as exc:
         return _fail(invalid_configuration(exc))
-    module, function, _ = HOOKS[call.agent]
-    build = getattr(importlib.import_module(f"palimpsest.server.feeds.{module}"), function)
+    agent = entry_named(call.agent)
 
     async def work(opened: MemoryStore) -> HookOutcome:
         partition = settings.partition or call.agent
@@ -141,7 +100,7 @@ def run_hook_call(call: HookCall) -> int:
 
     try:
         payload = read_stdin(READ_BYTES)
-        request = build(read_payload(payload))
+        request = agent.request(read_payload(payload))
         outcome = asyncio.run(on_store(settings, work))
     except PalimpsestError as exc:
         return _fail(str(exc))

@@ -21,10 +21,10 @@ reads the transcript again anyway.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sys
 
-from palimpsest.server.cli.hook_command import HOOKS, HookCall, parse_hook_call
+from palimpsest.server.agents.registry import entry_named
+from palimpsest.server.cli.hook_command import HookCall, parse_hook_call
 
 #: Seconds before the first look; each later wait is twice the one before.
 FIRST_WAIT_S = 0.5
@@ -51,8 +51,7 @@ async def follow_up(call: HookCall, payload: str) -> bool:
 
     flags = {"store": call.store, "partition": call.partition}
     settings = StoreSettings.from_environment(**{name: value for name, value in flags.items() if value is not None})
-    module, function, _ = HOOKS[call.agent]
-    build = getattr(importlib.import_module(f"palimpsest.server.feeds.{module}"), function)
+    build = entry_named(call.agent).request
     values = read_payload(payload)
     partition = settings.partition or call.agent
     window = build(values).follow_up_s

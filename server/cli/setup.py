@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from palimpsest.graph_schema.errors import PalimpsestError
+from palimpsest.server.agents.registry import NAMES
 from palimpsest.server.cli.support import JsonOption, fail, on_store, settings_from_flags
 
 if TYPE_CHECKING:  # imported where used: ``palimpsest hook`` loads this module and must start fast
@@ -28,15 +29,9 @@ if TYPE_CHECKING:  # imported where used: ``palimpsest hook`` loads this module 
     from palimpsest.server.agents.wiring import Change
 
 
-class AgentName(StrEnum):
-    """The agents ``install`` knows (``palimpsest.server.agents.registry.AGENTS``)."""
-
-    claude = "claude"
-    codex = "codex"
-    windsurf = "windsurf"
-    antigravity = "antigravity"
-    cursor = "cursor"
-    gemini = "gemini"
+#: The agents ``install`` knows (`palimpsest.server.agents.registry.NAMES`), as the command line's choices.
+#: (typer takes choices from an Enum; mypy cannot list members built from a tuple.)
+AgentName = StrEnum("AgentName", [(name, name) for name in NAMES])  # type: ignore[misc]
 
 
 class ScopeName(StrEnum):
@@ -120,7 +115,7 @@ def install(
 
     Example: palimpsest install claude --scope project --dry-run
     """
-    from palimpsest.server.agents.registry import AGENTS, agent_named, detect
+    from palimpsest.server.agents.registry import agent_named, detect
     from palimpsest.server.agents.spec import Entries, Places, Scope, palimpsest_executable
     from palimpsest.server.agents.wiring import Wiring
     from palimpsest.server.cli.output import stdout_console
@@ -145,7 +140,7 @@ def install(
     except OSError as exc:
         raise fail(f"cannot write {exc.filename}: {exc.strerror}; nothing was changed") from None
     if detect_agents and not planned and not json:
-        stdout_console().print("no agent found (looked for: " + ", ".join(AGENTS) + ")", markup=False)
+        stdout_console().print("no agent found (looked for: " + ", ".join(NAMES) + ")", markup=False)
         return
     _report(planned, dry_run, json)
 
@@ -241,15 +236,15 @@ def status(
 
     Example: palimpsest status --json
     """
+    from palimpsest.server.agents import registry
     from palimpsest.server.agents import status as agent_status
-    from palimpsest.server.agents.registry import AGENTS
     from palimpsest.server.agents.spec import Places, Scope
     from palimpsest.server.cli.output import print_json, stdout_console
 
     settings = settings_from_flags(store)
     places = Places.here(project)
     agents = []
-    for agent in AGENTS.values():
+    for agent in registry.agents().values():
         found = agent.found(places)
         agents.append(
             agent_status.AgentStatus(

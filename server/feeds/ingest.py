@@ -8,9 +8,11 @@ every message gets a source id that does not change between ingestions (the call
 derived from the content), so the store's own idempotence on ``message_id`` turns a
 second ingestion into duplicates only, and a transcript that grew adds its new lines.
 
-Three formats share this path: Palimpsest's own JSONL (here), Claude Code transcripts
-(``palimpsest.server.feeds.claude_code``) and Codex rollouts (``palimpsest.server.feeds.codex``). Each adapter turns a
-file into checked batches (``palimpsest.server.feeds.transcripts``); ``append_transcript`` writes them.
+Three formats share this path: Palimpsest's own JSONL (here) and each agent's
+``TRANSCRIPT_FORMAT`` that ``palimpsest.server.agents.registry`` lists: Claude Code
+transcripts (``palimpsest.server.agents.claude.transcript``) and Codex rollouts
+(``palimpsest.server.agents.codex.transcript``). Each adapter turns a file into checked
+batches (``palimpsest.server.feeds.transcripts``); ``append_transcript`` writes them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Name, NewMessage, Role, UtcDatetime
 from palimpsest.graph_schema.prepare import check_name
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.feeds import claude_code, codex
+from palimpsest.server.agents import registry
 from palimpsest.server.feeds.append import FileIngest, append_transcript
 from palimpsest.server.feeds.transcripts import (
     IngestBatch,
@@ -42,14 +44,14 @@ from palimpsest.server.feeds.transcripts import (
 )
 
 #: The formats ``ingest_files`` reads, and the partition each one writes to by default.
-DEFAULT_PARTITIONS = {"jsonl": "default", claude_code.FORMAT: claude_code.PARTITION, codex.FORMAT: codex.PARTITION}
+DEFAULT_PARTITIONS = {"jsonl": "default"} | {kind.name: kind.partition for kind in registry.transcript_formats()}
 FORMATS = tuple(DEFAULT_PARTITIONS)
 #: Non-blank lines ``detect_format`` reads at most before giving up.
 DETECT_LINES = 50
 
 
 class JsonlLine(BaseModel):
-    """One line of Palimpsest's JSONL format (see the README); unknown keys are refused, not dropped."""
+    """One line of Palimpsest's JSONL format (see docs/agents.md); unknown keys are refused, not dropped."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -162,20 +164,26 @@ def _parse_jsonl_file(path: Path, *, partition: str, progress: ProgressCallback 
 #: Each format's parser, behind the one `TranscriptParser` interface.
 PARSERS: dict[str, TranscriptParser] = {
     "jsonl": _parse_jsonl_file,
-    claude_code.FORMAT: claude_code.parse_claude_code,
-    codex.FORMAT: codex.parse_codex,
-}
+} | {kind.name: kind.parse for kind in registry.transcript_formats()}
+#: The agents' formats, in the order ``detect_format`` asks them.
+DETECTION = registry.detection_order()
+#: What a format's recogniser says of a line that is only maybe its, and the format.
+MAYBES = {kind.maybe: kind.name for kind in DETECTION if kind.maybe is not None}
 
 
 def _judge(value: Any, first: bool) -> str | None:
-    """The format one line belongs to; ``MAYBE_CLAUDE`` for bookkeeping that says too little; ``None``: no format."""
+    """The format one line belongs to; a format's ``maybe`` for a line that says too little; ``None``: no format."""
     if not isinstance(value, dict):
         return None
     if "thread_id" in value and "role" in value:
         return "jsonl"
-    if codex.recognizes(value, first_line=first):
-        return codex.FORMAT
-    return claude_code.recognizes(value)
+    maybe = None
+    for kind in DETECTION:
+        verdict = kind.recognizes(value, first)
+        if verdict == kind.name:
+            return verdict
+        maybe = maybe or verdict
+    return maybe
 
 
 def detect_format(path: Path) -> str:
@@ -192,7 +200,7 @@ def detect_format(path: Path) -> str:
         InvalidInput: naming the file and line, if the file cannot be read or a line
             matches no known format.
     """
-    maybe_claude = False
+    maybe: str | None = None
     for index, (number, raw) in enumerate(read_lines(path)):
         try:
             value = json.loads(raw)
@@ -205,12 +213,12 @@ def detect_format(path: Path) -> str:
                 "a Claude Code line has type and sessionId; a Codex rollout line has type and payload); "
                 f"give --format, one of {', '.join(FORMATS)}"
             )
-        if verdict != claude_code.MAYBE_CLAUDE:
+        if verdict not in MAYBES:
             return verdict
-        maybe_claude = True
+        maybe = maybe or MAYBES[verdict]
         if index + 1 >= DETECT_LINES:
             break
-    return claude_code.FORMAT if maybe_claude else "jsonl"
+    return maybe or "jsonl"
 
 
 def _ingest_order(path: Path) -> tuple[str, ...]:

@@ -140,6 +140,27 @@ class TranscriptParser(Protocol):
     def __call__(self, path: Path, *, partition: str, progress: ProgressCallback | None = None) -> ParsedTranscript: ...
 
 
+@dataclass(frozen=True)
+class TranscriptFormat:
+    """An agent's transcript file as ``palimpsest ingest`` reads it: its name, partition, parser and recogniser.
+
+    An agent folder whose files ``ingest`` reads exposes one as ``TRANSCRIPT_FORMAT`` (see
+    ``palimpsest.server.agents.registry``), so ingest keeps no table of its own.
+    """
+
+    #: The ``--format`` name.
+    name: str
+    #: Where its sessions go unless ``--partition`` says otherwise.
+    partition: str
+    parse: TranscriptParser
+    #: One JSON line's verdict: ``name`` (this format's), ``maybe`` (a line only this format
+    #: writes that names no session, so later lines decide), or ``None`` (not this format's).
+    #: ``first_line`` is whether it is the file's first meaningful line.
+    recognizes: Callable[[dict[str, Any], bool], str | None]
+    #: What ``recognizes`` says of a line that is only maybe this format's.
+    maybe: str | None = None
+
+
 def line_error(path: Path, line: int, reason: str) -> InvalidInput:
     """The error for a bad line: ``FILE:LINE: reason``, saying the file was not written."""
     return InvalidInput(f"{path}:{line}: {reason}; nothing from this file was written")
