@@ -204,6 +204,7 @@ def register_ui(server: FastMCP, live: LiveServer, grants: dict[str, frozenset[s
             dag=shown.dag,
             drawing=layout(shown.dag),
             box_urls=shown.summary_urls(),
+            levels=shown.table_levels(),
             selected=shown.opened.node.summary.id if shown.opened else None,
             hybrid=runtime.embedder is not None,
         )
@@ -212,7 +213,14 @@ def register_ui(server: FastMCP, live: LiveServer, grants: dict[str, frozenset[s
     async def verify(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
         where = _partition(request, viewer)
         dag = await views.thread_dag(runtime.store, where, _required(request, "t", "thread"))
-        return render("verify.html", partition=where, dag=dag, selected=None, hybrid=runtime.embedder is not None)
+        return render(
+            "verify.html",
+            partition=where,
+            dag=dag,
+            levels=dag.levels,
+            selected=None,
+            hybrid=runtime.embedder is not None,
+        )
 
     @route("/ui/summary")
     async def summary(request: Request, viewer: Viewer, runtime: Runtime) -> Response:

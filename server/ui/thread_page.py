@@ -5,7 +5,8 @@ check recomputes every message's sha256 and every summary's digest from the whol
 thread (``doctor``'s invariant 4), about 35 ms per thousand messages on SQLite, and a
 page must stay quick at ten thousand. A longer thread's DAG is drawn from the stored
 summaries alone (one ``summary_dag`` read) and says its digests were not checked
-there; its ``/ui/verify`` page runs the full check.
+there, and its side table lists only the summaries over the page shown; its
+``/ui/verify`` page runs the full check and lists them all.
 
 Opened at a summary (``s``), the page shows the summary's checkpoint in the side panel
 and highlights its messages on the page its first one is on; opened at a message
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from palimpsest.graph_schema.errors import NotFound
 from palimpsest.graph_schema.models import Summary
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.ui.conversation import ConversationPage, conversation_page, page_of, parse_page
+from palimpsest.server.ui.conversation import PAGE_SIZE, ConversationPage, conversation_page, page_of, parse_page
 from palimpsest.server.ui.links import summary_url
 from palimpsest.server.ui.sessions import SessionCache, SessionRow
 from palimpsest.server.ui.views import SummaryDetail, SummaryNode, ThreadDag, thread_dag
@@ -37,6 +38,18 @@ class ThreadPage:
     dag: ThreadDag
     conversation: ConversationPage
     opened: SummaryDetail | None
+
+    def table_levels(self) -> dict[int, list[SummaryNode]]:
+        """The summaries the side table lists: all of them, or on a long thread those over this page."""
+        if self.dag.checked:
+            return self.dag.levels
+        first = (self.conversation.page - 1) * PAGE_SIZE
+        last = first + PAGE_SIZE - 1
+        over = {
+            level: [node for node in nodes if node.summary.first_seq <= last and node.summary.last_seq >= first]
+            for level, nodes in self.dag.levels.items()
+        }
+        return {level: nodes for level, nodes in over.items() if nodes}
 
     def summary_urls(self) -> dict[str, str]:
         """Where each drawn summary leads: its messages highlighted, its checkpoint beside."""
