@@ -3,7 +3,8 @@
 Why on the MCP server: it is already the one process that holds the store, the
 embedder, the tokens and the tool metrics, so the viewer shows exactly what the
 tools see, behind the same tokens. Pages are rendered on the server (jinja2
-templates shipped in the package) with one small script for clicks; nothing is
+templates shipped in the package) and read without any script (a small one only
+loads a summary's messages in place); nothing is
 fetched from any other host, so the viewer works with no network (and the Content
 Security Policy of ``server/mcp/http_app.py`` allows nothing else: no inline script or
 style, no framing). That module's Host/Origin guard answers before any route here.
@@ -11,8 +12,8 @@ style, no framing). That module's Host/Origin guard answers before any route her
 Every route identifies the caller first (``access.identify``), then reads the
 partition it names only if the caller may see it; a partition the caller may not
 see answers exactly as one that does not exist. Query parameters carry the names
-(``p`` partition, ``t`` thread, ``s`` summary), since thread ids may hold any
-character.
+(``p`` partition, ``t`` thread, ``s`` summary, ``m`` message, ``page``), since thread
+ids may hold any character (`server/ui/links.py`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,14 @@ from palimpsest.graph_schema.errors import InvalidInput, NotFound, PalimpsestErr
 from palimpsest.server.mcp.health import LiveServer
 from palimpsest.server.mcp.partitions import PartitionTokenVerifier
 from palimpsest.server.mcp.tools import Runtime
-from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS, GrepHit
-from palimpsest.server.ui import views
+from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS
+from palimpsest.server.ui import links, views
 from palimpsest.server.ui.access import TOKEN_COOKIE, Refused, Viewer, identify
 from palimpsest.server.ui.dag_svg import layout
+from palimpsest.server.ui.memory import project_page
+from palimpsest.server.ui.search_page import MODES, parse_mode, search
+from palimpsest.server.ui.sessions import SORTS, SessionCache, list_sessions, parse_list_page, parse_sort
+from palimpsest.server.ui.thread_page import thread_page
 
 HERE = Path(__file__).resolve().parent
 #: The files under static/ the viewer serves, with their media types.
@@ -43,27 +48,21 @@ STATIC_FILES = {"viewer.js": "text/javascript", "viewer.css": "text/css"}
 Handler = Callable[[Request, Viewer, Runtime], Awaitable[Response]]
 
 
-def thread_url(partition: str, thread_id: str, anchor: str | None = None) -> str:
-    """The DAG page of a thread, opened at a summary when ``anchor`` names one."""
-    return f"/ui/thread?{urlencode({'p': partition, 't': thread_id})}" + (f"#{anchor}" if anchor else "")
-
-
-def hit_url(hit: GrepHit) -> str:
-    """Where a search hit sits in the DAG: its own summary, else the lowest summary folding it."""
-    if hit.thread_id is None:
-        return f"/ui/partition?{urlencode({'p': hit.partition})}"
-    if hit.kind == "summary":
-        return thread_url(hit.partition, hit.thread_id, hit.id)
-    return thread_url(hit.partition, hit.thread_id, hit.covered_by[0] if hit.covered_by else None)
-
-
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True),
         undefined=StrictUndefined,
     )
-    env.globals.update(thread_url=thread_url, hit_url=hit_url, time_range=views.time_range, urlencode=urlencode)
+    env.globals.update(
+        thread_url=links.thread_url,
+        summary_url=links.summary_url,
+        partition_url=links.partition_url,
+        project_url=links.project_url,
+        time_range=views.time_range,
+        urlencode=urlencode,
+        sorts=SORTS,
+    )
     return env
 
 
@@ -73,6 +72,23 @@ def _partition(request: Request, viewer: Viewer) -> str:
     if not partition or not viewer.may_see(partition):
         raise NotFound("partition", partition)
     return partition
+
+
+async def _visible(viewer: Viewer, runtime: Runtime) -> list[str]:
+    """The partitions the caller may see that hold something."""
+    names = await runtime.store.partitions()
+    return sorted(name for name in names if viewer.may_see(name))
+
+
+def _list_urls(path: str, query: dict[str, str]) -> dict[str, str]:
+    """The sessions list at each sort, its filters kept, from the first page."""
+    kept = {key: value for key, value in query.items() if value and key not in ("sort", "page")}
+    return {sort: f"{path}?{urlencode({**kept, 'sort': sort})}" for sort in SORTS}
+
+
+def _page_url(path: str, query: dict[str, str], page: int) -> str:
+    kept = {key: value for key, value in query.items() if value and key != "page"}
+    return f"{path}?{urlencode({**kept, 'page': str(page)})}"
 
 
 def _required(request: Request, name: str, what: str) -> str:
@@ -86,6 +102,7 @@ def register_ui(server: FastMCP, live: LiveServer, grants: dict[str, frozenset[s
     """Add the viewer's routes to a server's HTTP app, guarded by ``grants`` (None: loopback only)."""
     verifier = PartitionTokenVerifier(grants) if grants is not None else None
     env = _environment()
+    cache = SessionCache()
 
     def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("signed_in", verifier is not None)
@@ -129,22 +146,94 @@ def register_ui(server: FastMCP, live: LiveServer, grants: dict[str, frozenset[s
     async def index(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
         return render("index.html", overview=await views.overview(runtime, viewer.allowed))
 
+    async def sessions_view(
+        request: Request, runtime: Runtime, partitions: list[str], path: str, fixed: dict[str, str]
+    ) -> dict[str, Any]:
+        """What both session lists render: one page of sessions, the filters, the sort and page links."""
+        query = {key: request.query_params.get(key, "") for key in ("agent", "project", "sort")} | fixed
+        listed = await list_sessions(
+            runtime.store,
+            cache,
+            partitions,
+            project=query["project"] or None,
+            sort=parse_sort(query["sort"]),
+            page=parse_list_page(request.query_params.get("page")),
+        )
+        return {
+            "listed": listed,
+            "list_path": path,
+            "query": query,
+            "sort_urls": _list_urls(path, query),
+            "page_urls": {page: _page_url(path, query, page) for page in range(1, listed.pages + 1)},
+        }
+
+    @route("/ui/sessions")
+    async def sessions(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
+        visible = await _visible(viewer, runtime)
+        agent = request.query_params.get("agent", "")
+        if agent and agent not in visible:
+            raise NotFound("partition", agent)
+        shown = await sessions_view(request, runtime, [agent] if agent else visible, "/ui/sessions", {})
+        return render("sessions.html", agents=visible, **shown)
+
     @route("/ui/partition")
     async def partition(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
-        page = await views.partition_page(runtime, _partition(request, viewer))
-        return render("partition.html", page=page, partition=page.partition, hybrid=runtime.embedder is not None)
+        where = _partition(request, viewer)
+        page = await views.partition_page(runtime, where)
+        shown = await sessions_view(request, runtime, [where], "/ui/partition", {"p": where})
+        return render("partition.html", page=page, partition=where, hybrid=runtime.embedder is not None, **shown)
 
     @route("/ui/thread")
     async def thread(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
         where = _partition(request, viewer)
+        shown = await thread_page(
+            runtime.store,
+            cache,
+            where,
+            _required(request, "t", "thread"),
+            page=request.query_params.get("page"),
+            summary_id=request.query_params.get("s") or None,
+            focus=request.query_params.get("m") or None,
+        )
+        return render(
+            "thread.html",
+            partition=where,
+            shown=shown,
+            session=shown.session,
+            conversation=shown.conversation,
+            dag=shown.dag,
+            drawing=layout(shown.dag),
+            box_urls=shown.summary_urls(),
+            levels=shown.table_levels(),
+            selected=shown.opened.node.summary.id if shown.opened else None,
+            hybrid=runtime.embedder is not None,
+        )
+
+    @route("/ui/verify")
+    async def verify(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
+        where = _partition(request, viewer)
         dag = await views.thread_dag(runtime.store, where, _required(request, "t", "thread"))
-        return render("thread.html", partition=where, dag=dag, drawing=layout(dag), hybrid=runtime.embedder is not None)
+        return render(
+            "verify.html",
+            partition=where,
+            dag=dag,
+            levels=dag.levels,
+            selected=None,
+            hybrid=runtime.embedder is not None,
+        )
 
     @route("/ui/summary")
     async def summary(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
         where = _partition(request, viewer)
         detail = await views.summary_detail(runtime.store, where, _required(request, "s", "summary"))
-        return render("summary.html", partition=where, detail=detail)
+        return render("summary_page.html", partition=where, detail=detail, hybrid=runtime.embedder is not None)
+
+    @route("/ui/project")
+    async def project(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
+        where = _partition(request, viewer)
+        name = request.query_params.get("project") or None
+        shown = await project_page(runtime.store, where, name, runtime.settings.startup_budget)
+        return render("project.html", partition=where, shown=shown, hybrid=runtime.embedder is not None)
 
     @route("/ui/expand")
     async def expand(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
@@ -157,17 +246,21 @@ def register_ui(server: FastMCP, live: LiveServer, grants: dict[str, frozenset[s
         )
 
     @route("/ui/search")
-    async def search(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
+    async def search_page(request: Request, viewer: Viewer, runtime: Runtime) -> Response:
         where = _partition(request, viewer)
         query = request.query_params.get("q", "").strip()
-        mode = request.query_params.get("mode", "text")
-        if mode not in ("text", "hybrid"):
-            raise InvalidInput(f"unknown search mode {mode!r}: use text or hybrid")
+        mode = parse_mode(request.query_params.get("mode"))
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidInput(f"a query may hold at most {MAX_QUERY_CHARS} characters")
-        found = await views.search(runtime.store, where, query, mode, runtime.embedder) if query else None
+        found = await search(runtime.store, where, query, mode, runtime.embedder) if query else None
         return render(
-            "search.html", partition=where, query=query, mode=mode, found=found, hybrid=runtime.embedder is not None
+            "search.html",
+            partition=where,
+            query=query,
+            mode=mode or "",
+            found=found,
+            modes=MODES,
+            hybrid=runtime.embedder is not None,
         )
 
     @server.custom_route("/ui/static/{name}", methods=["GET"], include_in_schema=False)

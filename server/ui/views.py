@@ -8,7 +8,6 @@ before these run (``server/ui/access.py``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -25,21 +24,15 @@ from palimpsest.graph_schema.models import (
     ThreadBacklog,
 )
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.maintenance import backlog_floor
 from palimpsest.server.mcp.metrics import ToolMetric
 from palimpsest.server.mcp.partitions import shared_cycle
 from palimpsest.server.mcp.tools import LAST_CYCLES, PENDING_THREADS, Runtime
-from palimpsest.server.retrieval.grep import GrepHit, grep_memories
 
-#: Threads listed on a partition's page, most recently active first.
-THREADS_LISTED = 100
 #: Threads read to find which partitions exist when no token limits them.
 PARTITION_SCAN = 10_000
 #: Messages shown per page when a summary is expanded.
 EXPAND_PAGE = 50
-#: Search hits shown.
-SEARCH_HITS = 30
 
 
 class PartitionRow(BaseModel):
@@ -68,20 +61,11 @@ class Overview(BaseModel):
     archive_bytes: int | None = None
 
 
-class ThreadRow(BaseModel):
-    """One thread on its partition's page."""
-
-    thread: Thread
-    summaries_by_level: dict[int, int]
-    backlog: int = Field(description="Messages no summary covers yet.")
-
-
 class PartitionPage(BaseModel):
-    """A partition: its counts, its threads and what waits for compaction."""
+    """A partition: its counts and what waits for compaction (its sessions: `server/ui/sessions.py`)."""
 
     partition: str
     stats: StoreStats
-    threads: list[ThreadRow]
     pending: list[ThreadBacklog]
 
 
@@ -104,6 +88,7 @@ class ThreadDag(BaseModel):
     levels: dict[int, list[SummaryNode]] = Field(description="Level -> summaries in thread order, top level first.")
     uncovered: list[tuple[int, int]] = Field(description="Runs of seq no summary covers, the fresh tail among them.")
     message_count: int
+    checked: bool = Field(True, description="Whether the digests were recomputed (else `verified` says nothing).")
 
 
 class SummaryDetail(BaseModel):
@@ -111,14 +96,6 @@ class SummaryDetail(BaseModel):
 
     node: SummaryNode
     child_summaries: list[Summary]
-
-
-class SearchPage(BaseModel):
-    """Search hits, each with the summary that places it in the DAG."""
-
-    query: str
-    mode: str
-    hits: list[GrepHit]
 
 
 async def overview(runtime: Runtime, allowed: frozenset[str] | None) -> Overview:
@@ -144,22 +121,11 @@ async def overview(runtime: Runtime, allowed: frozenset[str] | None) -> Overview
 
 
 async def partition_page(runtime: Runtime, partition: str) -> PartitionPage:
-    """A partition's threads with their summaries by level and backlog, and its pending threads."""
+    """A partition's counts and its threads waiting for compaction."""
     store = runtime.store
-    rows = []
-    for thread in await store.list_threads(partition, limit=THREADS_LISTED):
-        dag = await store.summary_dag(partition, thread.id)
-        rows.append(
-            ThreadRow(
-                thread=thread,
-                summaries_by_level=dict(sorted(Counter(node.level for node in dag.nodes).items())),
-                backlog=await store.count_uncovered(partition, thread.id),
-            )
-        )
     return PartitionPage(
         partition=partition,
         stats=await store.stats(partition),
-        threads=rows,
         pending=await store.compaction_candidates(
             partition, min_uncovered=backlog_floor(runtime.settings.compaction), limit=PENDING_THREADS
         ),
@@ -215,20 +181,6 @@ async def expand_messages(store: MemoryStore, partition: str, summary_id: str, c
 def page_messages(page: ExpandPage) -> list[Message]:
     """The messages of an expand page (with no depth, every item is one)."""
     return [item for item in page.items if isinstance(item, Message)]
-
-
-async def search(store: MemoryStore, partition: str, query: str, mode: str, embedder: Embedder | None) -> SearchPage:
-    """``grep_memories`` over messages and summaries; each hit knows the summaries folding it."""
-    hits = await grep_memories(
-        store,
-        query,
-        partition=partition,
-        mode="hybrid" if mode == "hybrid" else "text",
-        kinds=("message", "summary"),
-        limit=SEARCH_HITS,
-        embedder=embedder,
-    )
-    return SearchPage(query=query, mode=mode, hits=hits.hits)
 
 
 def time_range(first: datetime, last: datetime) -> str:

@@ -134,12 +134,12 @@ async def test_bad_viewer_input_is_one_sentence(tmp_path: Path) -> None:
     server = build_server(settings_for(store_url))
     async with serving(server) as base, httpx2.AsyncClient(base_url=base, timeout=30) as http:
         no_thread = await http.get("/ui/thread?p=claude")
-        bad_mode = await http.get("/ui/search?p=claude&q=x&mode=semantic")
+        bad_mode = await http.get("/ui/search?p=claude&q=x&mode=fuzzy")
         unknown = await http.get("/ui/summary?p=claude&s=sum_nope")
         static = await http.get("/ui/static/../routes.py")
     assert (no_thread.status_code, bad_mode.status_code, unknown.status_code) == (400, 400, 404)
     assert "name a thread with ?t=" in no_thread.text
-    assert "unknown search mode &#39;semantic&#39;: use text or hybrid" in bad_mode.text
+    assert "unknown search mode &#39;fuzzy&#39;: use text, regex, semantic, hybrid, or none" in bad_mode.text
     assert "unknown summary id &#39;sum_nope&#39;" in unknown.text
     assert static.status_code == 404
 

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -223,15 +224,17 @@ def test_the_dag_page_draws_each_level_and_opens_a_summary_down_to_its_messages(
 def test_a_search_hit_leads_to_its_summary(site: Site, browser: WebDriver, tmp_path: Path) -> None:
     sign_in(browser, site, "tok-claude")
     browser.get(f"{site.base}/ui/partition?p=claude")
-    assert browser.find_element(By.CSS_SELECTOR, 'tr[data-thread="t1"]').text.split()[:3] == ["t1", "demo", "170"]
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-thread="t1"]')
+    cells = [row.find_element(By.CSS_SELECTOR, f"td.{name}").text for name in ("agent", "project", "count")]
+    assert cells == ["claude", "demo", "170"]
     browser.find_element(By.ID, "q").send_keys("orchid relay")
     browser.find_element(By.CSS_SELECTOR, "form.search button").click()
     hit = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, f'li.hit[data-id="{site.message_ids[7]}"]'))
     assert PHRASE in hit.find_element(By.CSS_SELECTOR, ".snippet").text
-    hit.find_element(By.TAG_NAME, "a").click()
+    hit.find_element(By.CSS_SELECTOR, "a.summary-link").click()
     wait(browser).until(lambda b: opened_summary(b) == site.phrase_summary)
     assert "selected" in (browser.find_element(By.ID, f"node-{site.phrase_summary}").get_attribute("class") or "")
-    assert browser.current_url.endswith(f"#{site.phrase_summary}")
+    assert f"s={site.phrase_summary}#seq-" in browser.current_url
     browser.save_screenshot(str(tmp_path / "search-hit.png"))
     assert (tmp_path / "search-hit.png").stat().st_size > 0
 
@@ -302,3 +305,158 @@ def test_a_page_under_a_rebound_name_gets_nothing(site: Site, browser: WebDriver
     assert "orchid" not in browser.page_source
     browser.save_screenshot(str(tmp_path / "rebound.png"))
     assert (tmp_path / "rebound.png").stat().st_size > 0
+
+
+# -- the viewer people open every day (issue 35): sessions the Claude Code hook stored -------
+
+
+@dataclass
+class HookedSite:
+    """A server without tokens (this machine only) on the sessions of tests/test_ui_sessions.py."""
+
+    base: str
+    known: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookedSite]:
+    """``palimpsest serve`` over HTTP on a SQLite store the real hook filled."""
+    from tests.test_ui_sessions import fill as fill_hooked
+
+    root = tmp_path_factory.mktemp("hooked")
+    store_url = f"sqlite:///{root / 'memory.db'}"
+    known = asyncio.run(fill_hooked(store_url, root / "transcripts"))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
+    env.update(PALIMPSEST_STORE=store_url, PALIMPSEST_SCHEDULER="off", PALIMPSEST_EMBEDDER="none")
+    port = free_port()
+    log = (root / "server.log").open("w")
+    process = subprocess.Popen(
+        [PALIMPSEST, "serve", "--transport", "http", "--port", str(port)], env=env, stdout=log, stderr=log
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def healthy() -> bool | None:
+            try:
+                if httpx2.get(f"{base}/health", timeout=10).status_code == 200:
+                    return True
+            except httpx2.TransportError:
+                pass
+            assert process.poll() is None, (root / "server.log").read_text()
+            return None
+
+        wait_until(healthy, WAIT_SECONDS, "the server never reported itself healthy")
+        yield HookedSite(base, known)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def titles(browser: WebDriver) -> list[str]:
+    return [link.text for link in browser.find_elements(By.CSS_SELECTOR, "#sessions a.session-title")]
+
+
+def test_sessions_are_named_sorted_and_reached_by_keyboard(
+    hooked: HookedSite, browser: WebDriver, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    console(browser)
+    browser.get(f"{hooked.base}/ui/sessions")
+    assert titles(browser) == ["Fix the flaky refresh test in tests/test_refresh.py", "Add JWT auth to the billing API"]
+    assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
+    browser.find_element(By.CSS_SELECTOR, 'a[data-sort="oldest"]').click()
+    wait(browser).until(lambda b: titles(b)[0] == "Add JWT auth to the billing API")
+    Select(browser.find_element(By.ID, "project")).select_by_visible_text("billing-api")
+    Select(browser.find_element(By.ID, "sort")).select_by_value("messages")
+    browser.find_element(By.ID, "filter").click()  # a plain GET form: no script involved
+    wait(browser).until(lambda b: "project=billing-api" in b.current_url and "sort=messages" in b.current_url)
+    assert titles(browser)[0] == "Fix the flaky refresh test in tests/test_refresh.py"
+    # The first Tab reaches the skip link, which moves focus to the page's main landmark.
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+    skip = browser.switch_to.active_element
+    assert (skip.text, skip.get_attribute("href") or "") == (
+        "Skip to content",
+        f"{browser.current_url.split('#')[0]}#main",
+    )
+    assert skip.value_of_css_property("outline-style") == "solid"  # the focus is visible
+    skip.send_keys(Keys.ENTER)
+    wait(browser).until(lambda b: b.switch_to.active_element.get_attribute("id") == "main")
+    browser.switch_to.active_element.send_keys(Keys.TAB)
+    assert browser.switch_to.active_element.get_attribute("id") == "agent"  # the filters' first field
+    assert [line for line in console(browser) if "Content Security Policy" in line] == []
+    browser.save_screenshot(str(tmp_path / "sessions.png"))
+    assert (tmp_path / "sessions.png").stat().st_size > 0
+
+
+def test_the_conversation_folds_calls_and_highlights_a_summary(
+    hooked: HookedSite, browser: WebDriver, tmp_path: Path
+) -> None:
+    from tests.test_ui_sessions import NEW, OLD
+
+    console(browser)
+    browser.get(f"{hooked.base}/ui/thread?p=claude&t={OLD}")
+    assert browser.find_element(By.ID, "session-title").text == "Add JWT auth to the billing API"
+    call = browser.find_element(By.CSS_SELECTOR, "details.tool-call")
+    result = call.find_element(By.CSS_SELECTOR, ".tool-result pre")
+    assert call.get_attribute("open") is None and not result.is_displayed()
+    call.find_element(By.TAG_NAME, "summary").click()
+    wait(browser).until(lambda b: result.is_displayed())
+    assert result.text == "def login(): ..."
+    thinking = browser.find_element(By.CSS_SELECTOR, "li.turn-thinking details.folded")
+    assert thinking.find_element(By.TAG_NAME, "summary").text == "thinking" and thinking.get_attribute("open") is None
+    answer = browser.find_elements(By.CSS_SELECTOR, "li.turn-text .text")[-2]
+    assert "Not markup: <script>alert('stolen')</script>" in answer.text
+    assert answer.find_element(By.CSS_SELECTOR, "pre code.language-python").text == "print('<b>ok</b>')"
+
+    dag = hooked.known["dag"]
+    nodes = [node for node in dag.nodes if node.level == 1]
+    node = nodes[1]
+    browser.get(f"{hooked.base}/ui/thread?p=claude&t={NEW}")
+    browser.find_element(By.ID, f"node-{node.id}").click()
+    wait(browser).until(lambda b: opened_summary(b) == node.id)
+    lit = browser.find_elements(By.CSS_SELECTOR, "li.turn.highlight")
+    assert [int(item.get_attribute("data-seq") or -1) for item in lit] == [
+        int(item.get_attribute("data-seq") or -1)
+        for item in browser.find_elements(By.CSS_SELECTOR, "li.turn")
+        if node.first_seq <= int(item.get_attribute("data-seq") or -1) <= node.last_seq
+    ]
+    plain = browser.find_element(By.CSS_SELECTOR, "li.turn:not(.highlight)")
+    assert lit[0].value_of_css_property("background-color") != plain.value_of_css_property("background-color")
+    assert browser.current_url.endswith(f"#seq-{node.first_seq}")
+    assert browser.execute_script("return document.querySelector(':target').id") == f"seq-{node.first_seq}"
+    assert [line for line in console(browser) if "Content Security Policy" in line] == []
+    browser.save_screenshot(str(tmp_path / "conversation.png"))
+    assert (tmp_path / "conversation.png").stat().st_size > 0
+
+
+def test_a_search_hit_and_a_fact_open_the_message_and_dark_mode_follows_the_system(
+    hooked: HookedSite, browser: WebDriver, tmp_path: Path
+) -> None:
+    browser.get(f"{hooked.base}/ui/search?p=claude&q=login")
+    assert browser.find_element(By.TAG_NAME, "h1").text.endswith("(text)")
+    hit = browser.find_element(By.CSS_SELECTOR, 'li.hit[data-kind="message"] a.hit-link')
+    target = (hit.get_attribute("href") or "").split("#msg-")[1]
+    hit.click()
+    landed = wait(browser).until(lambda b: b.find_element(By.ID, f"msg-{target}"))
+    assert landed.is_displayed() and "def login(): ..." in landed.text  # its call unfolded to show it
+
+    browser.get(f"{hooked.base}/ui/project?p=claude&project=billing-api")
+    current = browser.find_element(By.CSS_SELECTOR, "#facts tr.fact:not(.superseded)")
+    assert current.find_element(By.TAG_NAME, "td").text == "Auth uses RS256 JWTs from the JWKS endpoint"
+    current.find_element(By.CSS_SELECTOR, "a.source").click()
+    focused = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, "li.turn.focus"))
+    assert "The token expired. The fix:" in focused.text
+
+    light = browser.find_element(By.TAG_NAME, "body").value_of_css_property("background-color")
+    browser.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    )
+    try:
+        dark = browser.find_element(By.TAG_NAME, "body").value_of_css_property("background-color")
+        browser.save_screenshot(str(tmp_path / "dark.png"))
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert (light, dark) == ("rgba(247, 247, 245, 1)", "rgba(21, 25, 30, 1)")

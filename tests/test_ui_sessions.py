@@ -1,0 +1,338 @@
+"""The viewer people open every day, over real HTTP, on sessions the real Claude Code hook stored.
+
+Two sessions of one project go through ``palimpsest hook claude`` as transcripts: an
+old one (July, months before the hook stored it) with thinking, a tool call and its
+result, an image, an injected turn, a fenced code block and a ``<script>``; a newer
+long one (181 messages) that is compacted. Checked on content: each session listed by
+its request and dated by its messages' own times, sorted and filtered by links; the
+conversation with the call folded over its result, paged by seq; a summary's messages
+highlighted; facts linked to their source messages and the start memory to its
+sessions and facts; search defaulting to hybrid once the store has vectors, its hits
+leading to the message on its page; and markup in a message shown as text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from asgi_server import serving
+
+from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
+from palimpsest.graph_schema.models import NewFact
+from palimpsest.scheduler import compaction
+from palimpsest.scheduler.embedders import make_embedder
+from palimpsest.scheduler.embedding import backfill_embeddings
+from palimpsest.scheduler.summarizers import make_summarizer
+from palimpsest.server.mcp.app import build_server
+from palimpsest.server.settings import Settings
+from tests.transcripts import PNG, PROJECT_CWD, append_jsonl, claude_line
+
+PALIMPSEST = str(Path(sys.executable).parent / "palimpsest")
+OLD = "6f1d2c1e-0d55-4c3a-9a51-0a9e6d1b7c01"
+NEW = "9a3b7e42-5c1f-4d8e-b2a7-3e6f1c0d9b02"
+OLD_AT = datetime(2026, 7, 14, 9, 30, tzinfo=UTC)
+NEW_AT = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
+ROUNDS = 60
+SCRIPT = "<script>alert('stolen')</script>"
+BUILTIN = "builtin:all-MiniLM-L6-v2"
+
+
+def line(kind: str, uuid: str, content: Any, at: datetime, session: str, **extra: Any) -> dict[str, Any]:
+    """A Claude Code line written at ``at``."""
+    record = claude_line(kind, uuid, content, 0, session=session, **extra)
+    record["timestamp"] = at.isoformat().replace("+00:00", "Z")
+    return record
+
+
+def old_session() -> list[dict[str, Any]]:
+    def at(second: int) -> datetime:
+        return OLD_AT + timedelta(seconds=second)
+
+    s = OLD
+    return [
+        line("user", "o1", "Add JWT auth to the billing API", at(0), s),
+        line(
+            "assistant",
+            "o2",
+            [
+                {"type": "thinking", "thinking": "Look at auth.py before touching the routes.", "signature": "c2ln"},
+                {"type": "text", "text": "Reading auth.py."},
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "auth.py"}},
+            ],
+            at(5),
+            s,
+        ),
+        line(
+            "user", "o3", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "def login(): ..."}], at(6), s
+        ),
+        line(
+            "user",
+            "o4",
+            [
+                {"type": "text", "text": "Why does this screen fail?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+            ],
+            at(60),
+            s,
+        ),
+        line("user", "o5", "<local-command-stdout>linted</local-command-stdout>", at(61), s, isMeta=True),
+        line(
+            "assistant",
+            "o6",
+            f"The token expired. The fix:\n\n```python\nprint('<b>ok</b>')\n```\n\nNot markup: {SCRIPT}",
+            at(90),
+            s,
+        ),
+        line("assistant", "o7", "Done: JWT auth added to the billing API.", at(120), s),
+    ]
+
+
+def new_session() -> list[dict[str, Any]]:
+    s = NEW
+    lines = [line("user", "n0", "Fix the flaky refresh test in tests/test_refresh.py", NEW_AT, s)]
+    for i in range(ROUNDS):
+        at = NEW_AT + timedelta(minutes=i + 1)
+        lines.append(line("assistant", f"n{i}a", f"Step {i}: rerunning the refresh test once more.", at, s))
+        lines.append(
+            line(
+                "assistant",
+                f"n{i}b",
+                [{"type": "tool_use", "id": f"toolu_n{i}", "name": "Bash", "input": {"command": "pytest -k refresh"}}],
+                at,
+                s,
+            )
+        )
+        result = "1 passed" if i % 2 else "FAILED tests/test_refresh.py::test_rotated_token"
+        lines.append(
+            line("user", f"n{i}c", [{"type": "tool_result", "tool_use_id": f"toolu_n{i}", "content": result}], at, s)
+        )
+    return lines
+
+
+def hook(folder: Path, session: str, records: list[dict[str, Any]], store_url: str) -> None:
+    """Write a transcript and hand it to ``palimpsest hook claude`` as Claude Code's Stop hook does."""
+    transcript = append_jsonl(folder / f"{session}.jsonl", records)
+    payload = {
+        "session_id": session,
+        "transcript_path": str(transcript),
+        "cwd": PROJECT_CWD,
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+    }
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
+    env.update(PALIMPSEST_HOOK_FOLLOW_UP="off", PALIMPSEST_EMBEDDER="none")
+    done = subprocess.run(
+        [PALIMPSEST, "hook", "claude", "--store", store_url],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+async def fill(store_url: str, folder: Path) -> dict[str, Any]:
+    """Both sessions through the hook; the new one compacted; two facts, one superseding the other."""
+    hook(folder, OLD, old_session(), store_url)
+    hook(folder, NEW, new_session(), store_url)
+    store = open_store(store_url, Neo4jCredentials())
+    await store.initialize()
+    try:
+        settings = Settings(store=store_url, summary_model=None)
+        await compaction.compact_thread(store, "claude", NEW, settings.compaction, make_summarizer(settings.llm))
+        old = {message.source_id: message for message in await store.get_messages("claude", OLD)}
+        new = await store.get_messages("claude", NEW)
+        first, second = await store.add_facts(
+            [
+                NewFact(
+                    partition="claude",
+                    text="Auth uses HS256 JWTs signed with the billing key",
+                    kind="decision",
+                    subject="auth",
+                    source_message_ids=[old["o1"].id],
+                ),
+                NewFact(
+                    partition="claude",
+                    text="Auth uses RS256 JWTs from the JWKS endpoint",
+                    kind="decision",
+                    subject="auth",
+                    source_message_ids=[old["o6"].id, old["o7"].id],
+                ),
+            ]
+        )
+        await store.supersede_fact("claude", first.id, second.id, at=old["o7"].created_at)
+        dag = await store.summary_dag("claude", NEW)
+        return {"old": old, "new": new, "facts": (first, second), "dag": dag}
+    finally:
+        await store.close()
+
+
+def settings_for(store_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"store": store_url, "partition": None, "tokens_file": None, "summary_model": None}
+    values.update(scheduler=False, **overrides)
+    return Settings(**values)
+
+
+def rows(page: str) -> list[str]:
+    """The thread ids of the sessions table, in order."""
+    return re.findall(r'<tr data-thread="([^"]+)"', page)
+
+
+def text_of(fragment: str) -> str:
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def element(page: str, element_id: str) -> str:
+    """The opening tag and text up to the next list item of the element with this id."""
+    start = page.index(f'id="{element_id}"')
+    end = page.find("\n<li class=", start)
+    return page[page.rindex("<", 0, start) : end if end != -1 else len(page)]
+
+
+@pytest.fixture
+async def filled(store_url: str, tmp_path: Path) -> dict[str, Any]:
+    known = await fill(store_url, tmp_path / "transcripts")
+    known["url"] = store_url
+    return known
+
+
+async def test_sessions_are_listed_by_their_request_and_dated_by_their_messages(filled: dict[str, Any]) -> None:
+    async with serving(build_server(settings_for(filled["url"]))) as base, httpx2.AsyncClient(base_url=base) as http:
+        newest = (await http.get("/ui/partition?p=claude")).text
+        oldest = (await http.get("/ui/partition?p=claude&sort=oldest")).text
+        most = (await http.get("/ui/sessions?sort=messages&agent=claude")).text
+        project = (await http.get("/ui/sessions?agent=claude&project=billing-api")).text
+        other = (await http.get("/ui/sessions?project=elsewhere")).text
+        bad = await http.get("/ui/sessions?sort=sideways")
+    assert rows(newest) == [NEW, OLD] and rows(oldest) == [OLD, NEW] and rows(most) == [NEW, OLD]
+    assert rows(project) == [NEW, OLD] and rows(other) == [] and 'id="empty">No session here.' in other
+    old_row = text_of(newest[newest.index(f'<tr data-thread="{OLD}"') :].split("</tr>")[0])
+    assert old_row.startswith("Add JWT auth to the billing API Ended with: Done: JWT auth added to the billing API.")
+    # Dated by the messages' own times (July), not by when the hook stored them (today).
+    assert "claude billing-api main 9 2026-07-14 09:30 → 09:32" in old_row
+    assert datetime.now(UTC).strftime("%Y-%m-%d") not in old_row
+    new_row = text_of(newest[newest.index(f'<tr data-thread="{NEW}"') :].split("</tr>")[0])
+    assert new_row.startswith("Fix the flaky refresh test in tests/test_refresh.py")
+    assert "181 2026-11-20 14:00 → 15:00" in new_row
+    # The sort links keep the filters and lead to the first page.
+    assert '<a href="/ui/partition?p=claude&amp;sort=oldest" data-sort="oldest">oldest first</a>' in newest
+    assert '<a href="/ui/sessions?agent=claude&amp;project=billing-api&amp;sort=messages"' in project
+    assert bad.status_code == 400 and "unknown sort &#39;sideways&#39;: use newest, oldest, messages" in bad.text
+
+
+async def test_the_conversation_reads_with_calls_folded_over_their_results(filled: dict[str, Any]) -> None:
+    old = filled["old"]
+    async with serving(build_server(settings_for(filled["url"]))) as base, httpx2.AsyncClient(base_url=base) as http:
+        page = (await http.get("/ui/thread", params={"p": "claude", "t": OLD})).text
+    assert '<h1 id="session-title">Add JWT auth to the billing API</h1>' in page
+    meta = text_of(page[page.index('<p class="stats" id="session-meta">') :].split("</p>")[0])
+    assert meta.startswith("agent claude · project billing-api · branch main · 9 messages · 2026-07-14 09:30 → 09:32")
+    assert "· ·" not in page and "· </p>" not in page
+    assert page.index(f'id="msg-{old["o1"].id}"') < page.index(f'id="msg-{old["o2"].id}"')
+    call = element(page, f"msg-{old['o2#2'].id}")
+    assert '<details class="tool-call">' in call
+    assert "<summary>tool call <code>Read</code> · 1 result</summary>" in call
+    assert '<pre class="tool-input">{&#34;file_path&#34;: &#34;auth.py&#34;}</pre>' in call
+    assert f'id="msg-{old["o3"].id}"' in call and "def login(): ..." in call  # the result, folded with its call
+    thinking = element(page, f"msg-{old['o2'].id}")
+    assert '<details class="folded">' in thinking and "<summary>thinking</summary>" in thinking
+    assert "Look at auth.py before touching the routes." in thinking
+    assert "<li>image (image/png)</li>" in element(page, f"msg-{old['o4'].id}")
+    injected = element(page, f"msg-{old['o5'].id}")
+    assert '<span class="mark">injected</span>' in injected and "<summary>injected turn</summary>" in injected
+    answer = element(page, f"msg-{old['o6'].id}")
+    assert "<pre><code class=\"language-python\">print('&lt;b&gt;ok&lt;/b&gt;')\n</code></pre>" in answer
+    assert "Not markup: &lt;script&gt;alert('stolen')&lt;/script&gt;" in answer
+    assert SCRIPT not in page
+    assert 'id="no-summaries"' in page and 'class="uncovered"' in page
+
+
+async def test_long_threads_are_paged_and_a_summary_highlights_its_messages(filled: dict[str, Any]) -> None:
+    dag = filled["dag"]
+    [summary] = [node for node in dag.nodes if node.level == 1 and node.first_seq <= 120 <= node.last_seq]
+    async with serving(build_server(settings_for(filled["url"]))) as base, httpx2.AsyncClient(base_url=base) as http:
+        first = (await http.get("/ui/thread", params={"p": "claude", "t": NEW})).text
+        second = (await http.get("/ui/thread", params={"p": "claude", "t": NEW, "page": "2"})).text
+        beyond = await http.get("/ui/thread", params={"p": "claude", "t": NEW, "page": "3"})
+        opened = (await http.get("/ui/thread", params={"p": "claude", "t": NEW, "s": summary.id})).text
+    seqs = [int(seq) for seq in re.findall(r'data-seq="(\d+)"', first)]
+    assert seqs == list(range(100))
+    assert [int(seq) for seq in re.findall(r'data-seq="(\d+)"', second)] == list(range(100, 181))
+    assert 'rel="next">next</a>' in first and 'rel="prev"' not in first and 'rel="prev">previous</a>' in second
+    assert beyond.status_code == 400 and "page must be a whole number from 1 to 2" in beyond.text
+    # Opened at a summary: its page, its messages (and only them) highlighted, its checkpoint beside.
+    highlighted = [
+        int(seq) for seq in re.findall(r'<li class="turn [a-z_-]+ highlight" id="[^"]+" data-seq="(\d+)"', opened)
+    ]
+    shown = [int(seq) for seq in re.findall(r'<li class="turn [^"]*" id="[^"]+" data-seq="(\d+)"', opened)]
+    assert highlighted == [seq for seq in shown if summary.first_seq <= seq <= summary.last_seq] and highlighted
+    assert f'data-summary-id="{summary.id}"' in opened and unescape(summary.text.split("\n")[0]) in unescape(opened)
+    assert re.search(rf'class="node selected" data-summary="{summary.id}"', opened)
+    link = f'href="/ui/thread?p=claude&amp;t={NEW}&amp;page=2&amp;s={summary.id}#seq-{summary.first_seq}"'
+    assert link in first  # the DAG's box leads there, from any page
+
+
+async def test_facts_and_the_start_memory_lead_to_their_messages(filled: dict[str, Any]) -> None:
+    old_fact, new_fact = filled["facts"]
+    source = filled["old"]["o6"]
+    async with serving(build_server(settings_for(filled["url"]))) as base, httpx2.AsyncClient(base_url=base) as http:
+        page = (await http.get("/ui/project", params={"p": "claude", "project": "billing-api"})).text
+        target = re.search(
+            r'<a class="source" href="([^"]+)">message 1</a>', page[page.index(f'id="fact-{new_fact.id}"') :]
+        )
+        assert target is not None
+        landed = (await http.get(unescape(target.group(1)).split("#")[0])).text
+    current = page[page.index(f'id="fact-{new_fact.id}"') :].split("</tr>")[0]
+    assert "Auth uses RS256 JWTs from the JWKS endpoint" in current and ">current<" in current
+    assert unescape(target.group(1)).endswith(f"m={source.id}#msg-{source.id}")
+    superseded = page[page.index(f'id="fact-{old_fact.id}"') :].split("</tr>")[0]
+    assert (
+        'class="fact superseded"' in superseded and f'by <a href="#fact-{new_fact.id}">the newer fact</a>' in superseded
+    )
+    assert "Facts (1 current, 1 superseded)" in page
+    memory = page[page.index('<pre id="start-memory"') :].split("</pre>")[0]
+    assert "Set out to: Add JWT auth to the billing API" in unescape(memory)
+    assert f'<a href="/ui/thread?p=claude&amp;t={OLD}">{OLD}</a>' in memory
+    assert f'<a href="#fact-{new_fact.id}">{new_fact.id}</a>' in memory
+    assert f'<li class="turn turn-text focus" id="msg-{source.id}"' in landed
+
+
+async def test_search_is_hybrid_by_default_once_there_are_vectors(filled: dict[str, Any]) -> None:
+    embedder = make_embedder(BUILTIN)
+    assert embedder is not None
+    plain = build_server(settings_for(filled["url"]))
+    async with serving(plain) as base, httpx2.AsyncClient(base_url=base, timeout=60) as http:
+        by_text = (await http.get("/ui/search", params={"p": "claude", "q": "login"})).text
+        by_regex = (await http.get("/ui/search", params={"p": "claude", "q": r"JWT\s+auth", "mode": "regex"})).text
+    assert "(text)</h1>" in by_text and "(regex)</h1>" in by_regex and "Add JWT auth" in by_regex
+    store = open_store(filled["url"], Neo4jCredentials())
+    await store.initialize()
+    try:
+        assert await backfill_embeddings(store, embedder) > 0
+    finally:
+        await store.close()
+    semantic = build_server(settings_for(filled["url"], embedder=BUILTIN))
+    async with serving(semantic) as base, httpx2.AsyncClient(base_url=base, timeout=120) as http:
+        found = (await http.get("/ui/search", params={"p": "claude", "q": "what does the login function do"})).text
+        hit = re.search(
+            r'<li class="hit" data-kind="message" data-id="([^"]+)">\s*<a class="hit-link" href="([^"]+)"', found
+        )
+        assert hit is not None
+        landed = (await http.get(unescape(hit.group(2)).split("#")[0])).text
+        meaning = (await http.get("/ui/search", params={"p": "claude", "q": "token rotation", "mode": "semantic"})).text
+    assert "(hybrid)</h1>" in found and "(semantic)</h1>" in meaning
+    assert '<option value="" selected>default (hybrid where there are vectors, else text)</option>' in found
+    assert unescape(hit.group(2)).endswith(f"#msg-{hit.group(1)}")
+    assert f'id="msg-{hit.group(1)}"' in landed and "focus" in element(landed, f"msg-{hit.group(1)}")
