@@ -35,7 +35,7 @@ from palimpsest.scheduler import compaction  # noqa: E402
 from palimpsest.scheduler.summarizers import make_summarizer  # noqa: E402
 from palimpsest.server.mcp.app import build_server  # noqa: E402
 from palimpsest.server.settings import Settings  # noqa: E402
-from tests.transcripts import transcript  # noqa: E402
+from tests.support.transcripts import transcript  # noqa: E402
 
 GOAL_MS = 200.0
 BATCH = 1000

@@ -321,7 +321,7 @@ class HookedSite:
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookedSite]:
     """``palimpsest serve`` over HTTP on a SQLite store the real hook filled."""
-    from tests.test_ui_sessions import fill as fill_hooked
+    from tests.support.viewer_sessions import fill as fill_hooked
 
     root = tmp_path_factory.mktemp("hooked")
     store_url = f"sqlite:///{root / 'memory.db'}"
@@ -394,7 +394,7 @@ def test_sessions_are_named_sorted_and_reached_by_keyboard(
 def test_the_conversation_folds_calls_and_highlights_a_summary(
     hooked: HookedSite, browser: WebDriver, tmp_path: Path
 ) -> None:
-    from tests.test_ui_sessions import NEW, OLD
+    from tests.support.viewer_sessions import NEW, OLD
 
     console(browser)
     browser.get(f"{hooked.base}/ui/thread?p=claude&t={OLD}")
