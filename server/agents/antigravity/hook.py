@@ -20,7 +20,9 @@ What each step (``{"step_index", "source", "type", "status", "created_at", ...}`
 
 - ``USER_INPUT``: the user's message: the text of its ``<USER_REQUEST>`` block (the whole
   content when unwrapped); the other blocks (``<ADDITIONAL_METADATA>``,
-  ``<USER_SETTINGS_CHANGE>``, ...) kept in metadata ``wrapped``;
+  ``<USER_SETTINGS_CHANGE>``, ...) kept in metadata ``wrapped`` to be read, and the exact
+  text around the request in ``around`` (``[before, after]``), so the step's content is
+  ``before + message + after`` byte for byte;
 - ``PLANNER_RESPONSE``: ``thinking`` as a ``thinking`` message, ``content`` as the
   assistant's text, each of ``tool_calls`` as a ``tool_use`` (``name {args}``, the args'
   JSON-encoded values decoded);
@@ -78,16 +80,25 @@ def _workspace(payload: dict[str, Any]) -> str | None:
     return paths[0] if isinstance(paths, list) and paths and isinstance(paths[0], str) else None
 
 
-def _request_text(content: str) -> tuple[str, dict[str, str]]:
-    """A ``USER_INPUT``'s request, and its other blocks by tag (text outside every block under ``""``)."""
-    blocks = {match.group(1): match.group(2) for match in _BLOCK.finditer(content)}
-    if "USER_REQUEST" not in blocks:
+def _request_text(content: str) -> tuple[str, dict[str, Any]]:
+    """A ``USER_INPUT``'s request, and what wraps it: its other blocks by tag, and the exact text around it.
+
+    ``wrapped`` holds the other blocks by tag (text outside every block under ``""``) for a
+    reader; ``around`` holds the content before and after the request's own text, tags and
+    newlines included, so ``around[0] + request + around[1]`` gives the step back exactly.
+    """
+    matches = list(_BLOCK.finditer(content))
+    request = next((match for match in matches if match.group(1) == "USER_REQUEST"), None)
+    if request is None:
         return content, {}
     outside = _BLOCK.sub("", content).strip()
-    wrapped = {tag: text for tag, text in blocks.items() if tag != "USER_REQUEST"}
+    wrapped: dict[str, str] = {match.group(1): match.group(2) for match in matches if match is not request}
     if outside:
         wrapped[""] = outside
-    return blocks["USER_REQUEST"], wrapped
+    extra: dict[str, Any] = {"around": [content[: request.start(2)], content[request.end(2) :]]}
+    if wrapped:
+        extra["wrapped"] = wrapped
+    return request.group(2), extra
 
 
 def _named(call: Any) -> bool:
@@ -135,9 +146,9 @@ class AgySteps:
         rest = dict(value)
         if kind == "USER_INPUT" and isinstance(content, str) and content:
             self._open.clear()
-            text, wrapped = _request_text(content)
+            text, extra = _request_text(content)
             rest.pop("content")
-            return StepRead([Piece(Role.user, text, "text", extra={"wrapped": wrapped} if wrapped else None)], rest)
+            return StepRead([Piece(Role.user, text, "text", extra=extra or None)], rest)
         if kind == "PLANNER_RESPONSE":
             return self._planner(value, step_id, rest)
         if source == "MODEL":

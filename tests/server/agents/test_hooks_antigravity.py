@@ -12,7 +12,6 @@ own ``mcp_config.json`` where the IDE keeps its data, and ``uninstall`` gives it
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +66,11 @@ def test_an_agy_session_with_a_late_transcript_stores_every_step_once(store_url:
     assert shape(store_url) == expected
 
     for (step, _), group in zip(steps, by_step(messages), strict=True):
-        if step["type"] == "USER_INPUT":  # the text of each tagged block, the tags themselves aside
-            blocks = re.findall(r"<([A-Z_]+)>\n(.*?)\n</\1>", step["content"], re.DOTALL)
-            step = {**step, "content": [text for _, text in blocks]}
+        if step["type"] == "USER_INPUT":  # the step's text comes back byte for byte, wrapper and all
+            (prompt,) = group
+            before, after = prompt.metadata["around"]
+            assert before + prompt.content + after == step["content"]
+            step = {key: value for key, value in step.items() if key != "content"}
         assert unrecoverable(step, group, ("created_at",)) == [], step
     calls = {m.tool_call_id: m for m in messages if m.metadata["kind"] == "tool_use"}
     results = [m for m in messages if m.metadata["kind"] == "tool_result"]
