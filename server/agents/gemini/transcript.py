@@ -23,7 +23,10 @@ written again, or a payload sent twice stores each thing once):
 
 - ``user`` → a user message (id = the record's ``id``); ``content`` is a string or a list
   of parts, text parts joined, any other part (an image, a file) named in the text and kept
-  whole in metadata ``parts``;
+  whole in metadata ``parts``. The context Gemini CLI sends as the session's first user
+  turn (``<session_context>This is the Gemini CLI. We are setting up the context for our
+  chat. ...``: date, OS, workspace folders and their tree) is not the user's words: it is
+  marked ``injected: true``, ``injected_as: session_context``, as Codex's injected turns are;
 - ``gemini`` → its ``thoughts`` first, each an assistant message with metadata ``kind:
   thinking`` (id ``<id>:thought:<n>``, the thought's own time), then its text (id = ``id``,
   metadata ``model`` and ``tokens``), then each of ``toolCalls``: a ``tool_use`` message
@@ -66,6 +69,8 @@ SOURCE = "gemini-cli"
 FINISHED = frozenset({"success", "error", "cancelled"})
 #: Record types Gemini CLI shows the user itself rather than sending to the model.
 NOTICES = frozenset({"info", "error", "warning"})
+#: How the context Gemini CLI sends as the session's first user turn opens.
+SESSION_CONTEXT = "<session_context>"
 _TIMES: TypeAdapter[datetime | None] = TypeAdapter(UtcDatetime | None)
 
 
@@ -186,6 +191,8 @@ def record_pieces(record: dict[str, Any]) -> list[tuple[str, Piece, datetime | N
         shown = _parts_text(record.get("displayContent"), display) if "displayContent" in record else None
         if shown is not None and shown != text:
             extra["display_content"] = shown
+        if text.lstrip().startswith(SESSION_CONTEXT):
+            extra.update(injected=True, injected_as="session_context")
         if text or kept:
             pieces.append((record_id, Piece(Role.user, text, "text", extra=_with_kept(extra, kept)), when))
         return pieces

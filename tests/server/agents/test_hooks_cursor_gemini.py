@@ -23,6 +23,7 @@ from tests.support.agent_captures import (
     GEMINI_CWD,
     GEMINI_EXPECTED,
     GEMINI_SESSION,
+    PROMPT_1,
     SHELL_ID,
     append_lines,
     cursor_session,
@@ -141,6 +142,35 @@ def test_a_gemini_session_stores_every_step_once(store_url: str, tmp_path: Path)
         silent(hook("gemini", {**after, "transcript_path": str(recording)}, store_url))
     silent(hook("gemini", {**base, "hook_event_name": "SessionEnd", "reason": "exit"}, store_url))
     assert steps(stored(store_url, "gemini", GEMINI_SESSION)) == GEMINI_EXPECTED
+
+
+def test_gemini_clis_session_context_is_stored_as_injected_not_as_the_users_request(tmp_path: Path) -> None:
+    """Gemini CLI opens a session with its environment as a user turn (shape: the
+    ``<session_context>`` turn its ``getEnvironmentContext`` builds, seen in published
+    Gemini CLI session exports); it is context, not the user's words."""
+    store_url = f"sqlite:///{tmp_path / 'memory.db'}"
+    recording = gemini_recording(tmp_path)
+    context = (
+        "<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n"
+        "Today's date is Tuesday, December 1, 2026 (formatted according to the user's locale).\n"
+        "My operating system is: linux\n- **Workspace Directories:**\n  - /home/dev/auth-service\n"
+        "</session_context>"
+    )
+    (lines, after), *_ = gemini_turns()
+    injected = {"id": "u-0000", "timestamp": "2026-12-01T09:00:00.300Z", "type": "user", "content": [{"text": context}]}
+    append_lines(recording, [gemini_metadata_line(), injected, *lines])
+    silent(hook("gemini", {**after, "transcript_path": str(recording)}, store_url))
+    first, second = stored(store_url, "gemini", GEMINI_SESSION)[:2]
+    assert first.content == context
+    assert first.metadata["injected"] is True and first.metadata["injected_as"] == "session_context"
+    assert second.content == PROMPT_1 and "injected" not in second.metadata
+    start = hook(
+        "gemini",
+        {"session_id": "next-session", "cwd": GEMINI_CWD, "hook_event_name": "SessionStart", "source": "startup"},
+        store_url,
+    )
+    memory = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "tests/test_refresh.py" in memory and "This is the Gemini CLI" not in memory
 
 
 def test_a_gemini_recording_read_whole_at_the_end_stores_the_same(tmp_path: Path) -> None:
