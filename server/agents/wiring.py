@@ -154,13 +154,28 @@ class Wiring:
 
         An advisory lock on ``$XDG_DATA_HOME/palimpsest/install.lock`` (none on Windows),
         held from planning to the last write, so two commands never plan on the same bytes.
+        When nothing is left installed, the lock file goes too, and the ``palimpsest`` data
+        folder if that leaves it empty: an uninstall leaves nothing behind. A command that
+        waited on a lock file removed meanwhile takes the lock again on the path's new file,
+        so two commands never hold different files at once.
         """
         lock = self.root.parent / "install.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a") as handle:
-            if sys.platform != "win32":
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
+        created = _missing_dirs(lock.parent)
+        while True:
+            lock.parent.mkdir(parents=True, exist_ok=True)  # again after a holder removed it
+            with open(lock, "a") as handle:
+                if sys.platform != "win32":
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    if not lock.exists() or os.stat(lock).st_ino != os.fstat(handle.fileno()).st_ino:
+                        continue  # removed by the command that held it: lock the path's new file
+                try:
+                    yield
+                finally:
+                    if not self.manifest_path.exists():
+                        lock.unlink(missing_ok=True)
+                        for folder in [lock.parent, *created[1:]]:
+                            _remove_if_empty(folder)
+                return
 
     # -- the manifest -----------------------------------------------------------------------
 

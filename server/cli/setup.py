@@ -51,11 +51,11 @@ ProjectOption = Annotated[
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print the diff of every file; write nothing.")]
 
 
-def _changes_json(agent: Agent, scope: Scope, changes: list[Change], dry_run: bool) -> dict[str, Any]:
+def _changes_json(agent: Agent, scope: Scope, changes: list[Change], dry_run: bool, notes: bool) -> dict[str, Any]:
     return {
         "agent": agent.name,
         "scope": scope.value,
-        "note": agent.notes.get(scope),
+        "note": agent.notes.get(scope) if notes else None,
         "files": [
             {"path": str(change.path), "action": change.action.value, **({"diff": change.diff()} if dry_run else {})}
             for change in changes
@@ -75,11 +75,12 @@ def _changes_table(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bo
     return table
 
 
-def _report(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool, json: bool) -> None:
+def _report(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool, json: bool, *, notes: bool) -> None:
+    """The changes as a table (or JSON); ``notes``: add each agent's after-install note (not after uninstall)."""
     from palimpsest.server.cli.output import print_json, stdout_console
 
     if json:
-        print_json({"dry_run": dry_run, "agents": [_changes_json(a, s, c, dry_run) for a, s, c in results]})
+        print_json({"dry_run": dry_run, "agents": [_changes_json(a, s, c, dry_run, notes) for a, s, c in results]})
         return
     console = stdout_console()
     if dry_run:
@@ -89,7 +90,7 @@ def _report(results: list[tuple[Agent, Scope, list[Change]]], dry_run: bool, jso
                     typer.echo(change.diff(), nl=False)  # raw: a diff must not be wrapped or styled
     console.print(_changes_table(results, dry_run))
     for agent, scope, _ in results:
-        if agent.notes.get(scope):
+        if notes and agent.notes.get(scope):
             typer.echo(f"note: {agent.notes[scope]}")
 
 
@@ -142,7 +143,7 @@ def install(
     if detect_agents and not planned and not json:
         stdout_console().print("no agent found (looked for: " + ", ".join(NAMES) + ")", markup=False)
         return
-    _report(planned, dry_run, json)
+    _report(planned, dry_run, json, notes=True)
 
 
 def uninstall(
@@ -184,7 +185,7 @@ def uninstall(
             f"palimpsest install {chosen.name} --scope {scope.value} left nothing to undo", markup=False
         )
         return
-    _report([(chosen, where, changes)], dry_run, json)
+    _report([(chosen, where, changes)], dry_run, json, notes=False)
 
 
 def _wired_text(item: AgentStatus) -> str:

@@ -367,8 +367,10 @@ def test_install_into_an_empty_home_creates_the_files_and_uninstall_removes_them
     for name, expected in CREATED[(agent, scope)].items():
         assert load(root / name) == expected, f"{name} is not in the shape {agent} reads"
 
-    palimpsest("uninstall", agent, "--scope", scope)
+    out = palimpsest("uninstall", agent, "--scope", scope)
     assert tree(root) == {}, "uninstall left files or directories behind"
+    assert list((root / "data").iterdir()) == [], "uninstall left its lock file or data folder behind"
+    assert "note:" not in out, "uninstall printed install's note"
 
 
 def test_the_windsurf_project_scope_says_the_server_is_user_wide(root: Path) -> None:
