@@ -1,26 +1,28 @@
-"""What a new session is told at start, on real Claude Code sessions, against the code before.
+"""What a new session is told at start, scored against gold read by hand from real sessions of four agents.
 
-Each transcript in a folder is a real session written by someone else (kept outside the
-repository; the README names the sources). As a user would, the benchmark replays each
-through ``palimpsest hook claude``, runs ``palimpsest maintain --once`` (compaction, and
-facts at their defaults), then starts a new session in the same project and reads its
-``SessionStart`` memory at ``--budget`` tokens (1,500, the default). It does all of it
-twice in one run: with this repository's code and with ``--before`` (another checkout,
-main's, say), so the two columns are measured on the same machine and the same data.
+Why: the start-of-session memory (``palimpsest hook AGENT`` on ``SessionStart``) is only
+useful if it names what earlier sessions were asked, how they really ended, what is still
+open and the facts worth keeping, without noise. Real sessions written by other people
+(Claude Code, Codex, Gemini CLI, Cursor) are the test: they are kept outside the
+repository, in a folder laid out ``AGENT/FILE`` (``bench/startup_gold.json`` names each
+one's public source). Their gold, in that file, was written by reading each session end to
+end before any Palimpsest code ran on it, and split once into a ``tune`` and a ``check`` half.
 
-Gold items come from each session's own structure, read here from the raw JSON lines
-(independently of Palimpsest's parser): the last ``TodoWrite`` list (open items should be
-named; finished ones must not be listed as open), the last outcome of each command
-(only a command whose last run failed may be open), the files written or edited, the
-last message of the assistant, and the date of the last line. Reported per session and
-code: the share of gold items the memory names (recall), stale open steps (finished
-todos or passed commands shown as open; goal 0), whether the session's own date is
-shown, how many facts the defaults extract and the share that are raw tool-call JSON or
-fragments (goal 0). Then, unless ``--speed ''``, it times ``project_memory`` of both
-checkouts in process over generated sessions (``8x3000``: eight of 3,000 messages, not
-compacted). Run:
+For each session, in a store of its own, the benchmark does what the agent would: it sends
+the agent's hook payloads to ``palimpsest hook AGENT`` (a ``Stop`` / ``AfterAgent`` naming
+the transcript; for Cursor, whose hook never reads a transcript, one payload per prompt,
+answer and tool call), runs ``palimpsest maintain --once``, then starts a new session in the
+same project (same working directory, new session id) and reads the memory handed back at
+``--budget`` tokens. With ``--before OTHER_CHECKOUT`` it does the same with that checkout's
+code, so both columns come from one run on one machine.
 
-    .venv/bin/python bench/startup.py /work/captures/claude --before /work/main
+Scores per session (each gold item has keyword alternatives; all keywords of one must be in
+the text, after `normalize`): requests named; the ending named (its kind, in words, and its
+conclusion); open items named in the memory's open-item lines; finished items shown there
+(goal 0); facts named; noise: read-only commands presented as facts and bare headings
+presented as open items (goal 0); tokens. Run:
+
+    .venv/bin/python bench/startup.py CAPTURES_DIR [--before OTHER_CHECKOUT] [--json OUT]
 """
 
 from __future__ import annotations
@@ -29,90 +31,278 @@ import argparse
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 HERE = Path(__file__).resolve().parent.parent
-#: Tools whose input names a file they write.
-WRITERS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-#: A fact that is a tool call's JSON (``Bash {"command": ...}``) or a piece of one.
-RAW_JSON = re.compile(r'^\w+ \{|^[\[{]|\{"|"\w+":')
-#: Characters of the last message that must be found in the memory.
-LAST_CHARS = 60
+GOLD = HERE / "bench" / "startup_gold.json"
+#: Agents the benchmark can replay, and how their ``SessionStart`` reply carries the memory.
+AGENTS = ("claude", "codex", "gemini", "cursor")
+#: Words that say a session ended this way; one must be in the line naming the ending.
+KIND_WORDS: dict[str, tuple[str, ...]] = {
+    "completed": ("completed", "complete", "done", "finished", "succeeded"),
+    "answered": ("answered", "answer", "replied", "explained", "proposed"),
+    "failed": ("failed", "failing", "failure", "error"),
+    "interrupted": ("interrupted", "interrupt", "cancelled", "canceled", "aborted"),
+    "tool_rejected": ("rejected", "declined", "denied", "refused"),
+    "stopped_mid_work": ("mid-work", "mid work", "unfinished", "incomplete", "cut off", "in progress", "stopped"),
+}
+#: A line that speaks of how a session ended.
+ENDING_CUE = re.compile(r"\b(end|ended|ending|outcome|result|stopped|status|last|finished|left off)\b", re.I)
+#: A line, label or heading that lists open items.
+OPEN_CUE = re.compile(
+    r"\b(still open|open items?|open next steps?|open questions?|left open|open:|next steps?|to ?do|todos?|"
+    r"pending|remaining|unfinished|not done|not yet|left to do|blocked|follow[- ]ups?)\b",
+    re.I,
+)
+#: A command that only reads (a listing, a status, a search): no fact, whatever its outcome.
+READ_ONLY = re.compile(
+    r"^(ls|ll|cat|bat|head|tail|wc|pwd|find|fd|grep|egrep|rg|ag|tree|stat|du|df|which|echo|nl|awk|jq|whoami|"
+    r"printenv|realpath|sed -n|"
+    r"git (status|log|diff|show|branch|remote|rev-parse|ls-files|ls-tree|blame|describe|reflog|tag --list)|"
+    r"gh (pr|issue|run|repo) (view|list|diff|checks|status)|gh api)\b"
+)
+#: Flags that make a listing command write: ``git branch -m``, ``git tag -d``, ``sed -i``.
+WRITES = re.compile(
+    r"^(git (branch|tag)\b.*\s--?(m|M|d|D|c|C|move|delete|copy)\b|"
+    r"git remote (add|remove|rm|rename|set-url)\b|sed\b.*\s-i\b)"
+)
+#: What leads a memory line before its content: bullets, numbering, labels such as ``Ran:``.
+LEAD = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*(?:\*\*)?(?:[A-Za-z ]{0,24}:\s*)?(?:\*\*)?\s*")
 
 
 @dataclass
-class Gold:
-    """What a session's structure says happened."""
+class Session:
+    """One real session and its gold, as ``bench/startup_gold.json`` gives them."""
 
-    session: str
-    cwd: str
-    lines: int
-    date: str = ""
-    open_todos: list[str] = field(default_factory=list)
-    done_todos: list[str] = field(default_factory=list)
-    last_runs: dict[str, bool] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)
-    last_message: str = ""
+    key: str
+    agent: str
+    path: Path
+    gold: dict[str, Any]
 
-    def items(self) -> list[str]:
-        """The strings a memory should name."""
-        names = [path.replace("\\", "/").rsplit("/", 1)[-1] for path in self.files]
-        failing = [command for command, passed in self.last_runs.items() if not passed]
-        last = [self.last_message[:LAST_CHARS]] if self.last_message else []
-        return [*self.open_todos, *failing, *names, *last]
+    @property
+    def half(self) -> str:
+        return str(self.gold["half"])
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.split())
+@dataclass
+class Score:
+    """How one memory fares against one session's gold."""
+
+    memory: str
+    tokens: int
+    requests: list[bool] = field(default_factory=list)
+    ending: bool = False
+    open: list[bool] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    facts: list[bool] = field(default_factory=list)
+    noise: list[str] = field(default_factory=list)
 
 
-def read_gold(path: Path) -> Gold:
-    """The gold items of one transcript, from its lines alone."""
-    gold = Gold(session=path.stem, cwd="", lines=0)
-    calls: dict[str, str] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        if not raw.strip():
+def normalize(text: str) -> str:
+    """Lowercase, anything but letters, digits and ``. _ / - :`` a space, spaces collapsed."""
+    return " ".join(re.sub(r"[^a-z0-9._/:\-]+", " ", text.lower()).split())
+
+
+def named(match: list[list[str]], text: str) -> bool:
+    """Whether one alternative of ``match`` has all its keywords in ``text`` (normalized)."""
+    flat = normalize(text)
+    return any(all(normalize(word) in flat for word in alternative) for alternative in match)
+
+
+def open_lines(memory: str) -> list[str]:
+    """The lines of a memory that list open items: cued themselves, or under a cued heading or label."""
+    found: list[str] = []
+    section = False
+    label: tuple[int, bool] | None = None  # the open label's indent, and whether it is a bullet itself
+    for line in memory.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            label = None
             continue
-        line = json.loads(raw)
-        gold.lines += 1
-        if line.get("type") not in ("user", "assistant"):
+        indent = len(line) - len(line.lstrip())
+        bullet = stripped[0] in "-*•" or bool(re.match(r"\d+[.)]", stripped))
+        if stripped.startswith("#"):
+            section, label = bool(OPEN_CUE.search(line)), None
             continue
-        gold.session = line.get("sessionId", gold.session)
-        gold.cwd = line.get("cwd") or gold.cwd
-        gold.date = str(line.get("timestamp", ""))[:10] or gold.date
-        content = line.get("message", {}).get("content")
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_use":
-                args = block.get("input") or {}
-                if block.get("name") == "TodoWrite":
-                    todos = args.get("todos") or []
-                    gold.open_todos = [_flat(t["content"]) for t in todos if t.get("status") != "completed"]
-                    gold.done_todos = [_flat(t["content"]) for t in todos if t.get("status") == "completed"]
-                elif block.get("name") in WRITERS and args.get("file_path") and args["file_path"] not in gold.files:
-                    gold.files.append(args["file_path"])
-                elif block.get("name") == "Bash" and isinstance(args.get("command"), str):
-                    calls[block.get("id", "")] = _flat(args["command"].splitlines()[0])[:60]
-            elif block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
-                gold.last_runs[calls[block["tool_use_id"]]] = block.get("is_error") is not True
-            elif block.get("type") == "text" and line.get("type") == "assistant" and block.get("text", "").strip():
-                if line.get("message", {}).get("model") != "<synthetic>":
-                    gold.last_message = _flat(block["text"])
-    return gold
+        if label is not None and not (indent > label[0] or (not label[1] and bullet and indent == label[0])):
+            label = None
+        cued = bool(OPEN_CUE.search(line))
+        if cued and stripped.endswith(":"):
+            label = (indent, bullet)
+            continue
+        if cued or section or label is not None:
+            found.append(line)
+    return found
+
+
+def open_items(lines: list[str]) -> Iterator[str]:
+    """Each item an open-item line holds: ``- Still open: a; b`` holds ``a`` and ``b``."""
+    for line in lines:
+        body = LEAD.sub("", line, count=1) if OPEN_CUE.search(line.split(":", 1)[0]) else line.strip(" -*•\t")
+        for part in body.split(";"):
+            if part.strip():
+                yield part.strip()
+
+
+def is_heading(item: str) -> bool:
+    """A bare heading shown as an item: ``## Summary``, ``**Changes**``, ``🎯 Key Improvements``, ``Plan:``."""
+    text = item.strip().strip("`")
+    words = text.split()
+    if text.startswith("#") or (text.startswith("**") and text.endswith("**") and len(words) <= 6):
+        return True
+    if text.endswith(":") and len(words) <= 5:
+        return True
+    return bool(words) and not words[0][0].isalnum() and words[0][0] not in "`'\"([/.~$-" and len(words) <= 5
+
+
+def command_of(line: str) -> str:
+    """The shell command a memory line presents, if it leads with one (``cd DIR &&`` skipped)."""
+    text = LEAD.sub("", line, count=1).strip()
+    match = re.match(r"`([^`]+)`", text)
+    text = match.group(1) if match else text
+    return re.sub(r"^cd \S+\s*(&&|;)\s*", "", text).strip()
+
+
+def noise(memory: str) -> list[str]:
+    """Lines presenting a read-only command as a fact, and open items that are bare headings."""
+    commands = [(line.strip(), command_of(line)) for line in memory.splitlines() if line.strip()]
+    found = [line for line, command in commands if READ_ONLY.match(command) and not WRITES.match(command)]
+    found += [f"open item: {item}" for item in open_items(open_lines(memory)) if is_heading(item)]
+    return found
+
+
+def ending_named(ending: dict[str, Any], memory: str) -> bool:
+    """The ending's conclusion is named, and a word of its kind stands where the memory tells the ending."""
+    words = KIND_WORDS[ending["kind"]]
+    lines = [line for line in memory.splitlines() if named(ending["match"], line) or ENDING_CUE.search(line)]
+    has_kind = any(re.search(rf"\b{re.escape(word)}\b", line, re.I) for line in lines for word in words)
+    return has_kind and named(ending["match"], memory)
+
+
+def score(gold: dict[str, Any], memory: str, tokens: int) -> Score:
+    """One memory against one session's gold."""
+    opened = "\n".join(open_lines(memory))
+    return Score(
+        memory=memory,
+        tokens=tokens,
+        requests=[named(item["match"], memory) for item in gold["requests"]],
+        ending=ending_named(gold["ending"], memory),
+        open=[named(item["match"], opened) for item in gold["open"]],
+        stale=[item["text"] for item in gold["not_open"] if named(item["match"], opened)],
+        facts=[named(item["match"], memory) for item in gold["facts"]],
+        noise=noise(memory),
+    )
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    """A JSON Lines file's objects."""
+    return [json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip()]
+
+
+def user_text(content: Any) -> str:
+    """A Cursor message's text, without the ``<user_query>`` wrapper Cursor puts around a prompt."""
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+    text = "\n".join(
+        block.get("text", "") for block in blocks if isinstance(block, dict) and block.get("type") == "text"
+    )
+    return re.sub(r"</?user_query>", "", text).strip()
+
+
+def cursor_payloads(path: Path, conversation: str, cwd: str) -> list[dict[str, Any]]:
+    """Cursor's hook payloads for an agent transcript: a prompt, each answer, each tool call (no output kept)."""
+    payloads: list[dict[str, Any]] = []
+    turn = 0
+
+    def send(event: str, **fields: Any) -> None:
+        generation = f"{conversation}-{turn}"
+        base = {"conversation_id": conversation, "workspace_roots": [cwd], "generation_id": generation}
+        payloads.append({**base, "hook_event_name": event, **fields})
+
+    for index, line in enumerate(lines_of(path)):
+        content = (line.get("message") or {}).get("content")
+        if line.get("role") == "user" and user_text(content):
+            turn += 1
+            send("beforeSubmitPrompt", prompt=user_text(content))
+        elif line.get("role") == "assistant":
+            for number, block in enumerate(content if isinstance(content, list) else []):
+                if block.get("type") == "text" and block.get("text", "").strip():
+                    send("afterAgentResponse", text=block["text"])
+                elif block.get("type") == "tool_use":
+                    call = {"tool_name": block.get("name", "tool"), "tool_input": block.get("input", {})}
+                    send("postToolUse", **call, tool_use_id=f"{conversation}-{index}-{number}", tool_output="")
+    return payloads
+
+
+def identity(session: Session) -> tuple[str, str]:
+    """The session id and working directory the agent's own file gives (the gold's ``cwd`` where it gives none)."""
+    fallback = str(session.gold.get("cwd") or f"/bench/{session.gold['project']}")
+    if session.agent == "gemini":
+        recording = json.loads(session.path.read_text(encoding="utf-8")) if session.path.suffix == ".json" else None
+        first = recording or lines_of(session.path)[0]
+        return str(first.get("sessionId") or session.key), fallback
+    lines = lines_of(session.path)
+    if session.agent == "codex":
+        meta: dict[str, Any] = next((line["payload"] for line in lines if line.get("type") == "session_meta"), {})
+        return str(meta.get("id") or session.key), str(meta.get("cwd") or fallback)
+    if session.agent == "claude":
+        said = [line for line in lines if line.get("sessionId")]
+        cwd = next((line["cwd"] for line in said if line.get("cwd")), fallback)
+        return (str(said[0]["sessionId"]) if said else session.key), str(cwd)
+    return session.path.stem, fallback
+
+
+def replay_payloads(session: Session, thread: str, cwd: str) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(agent, payload)`` calls the agent would make while the session ran."""
+    transcript = str(session.path)
+    if session.agent == "cursor":
+        return [("cursor", payload) for payload in cursor_payloads(session.path, thread, cwd)]
+    if session.agent == "gemini":
+        event = {"hook_event_name": "AfterAgent", "prompt": "", "prompt_response": "", "stop_hook_active": False}
+        return [("gemini", {"session_id": thread, "transcript_path": transcript, "cwd": cwd, **event})]
+    return [
+        (session.agent, {"session_id": thread, "transcript_path": transcript, "cwd": cwd, "hook_event_name": "Stop"})
+    ]
+
+
+def start_payload(agent: str, thread: str, cwd: str, work: Path) -> dict[str, Any]:
+    """The payload a new session of the same project sends on start."""
+    if agent == "cursor":
+        return {
+            "hook_event_name": "sessionStart",
+            "conversation_id": thread,
+            "session_id": thread,
+            "generation_id": f"{thread}-0",
+            "workspace_roots": [cwd],
+        }
+    event = {"hook_event_name": "SessionStart", "source": "startup"}
+    return {"session_id": thread, "transcript_path": str(work / "none.jsonl"), "cwd": cwd, **event}
+
+
+def memory_of(agent: str, stdout: str) -> str:
+    """The memory text out of the agent's ``SessionStart`` reply."""
+    if not stdout.strip():
+        return ""
+    reply = json.loads(stdout)
+    if agent == "cursor":
+        return str(reply.get("additional_context", ""))
+    return str(reply.get("hookSpecificOutput", {}).get("additionalContext", ""))
 
 
 def palimpsest(code: Path, store: Path, args: list[str], stdin: dict[str, Any] | None = None, **env: str) -> str:
     """Run the ``palimpsest`` command of checkout ``code`` on ``store``; its stdout."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
-    environment |= {"PYTHONPATH": str(code), "PALIMPSEST_STORE": f"sqlite:///{store}", **env}
+    environment |= {"PYTHONPATH": str(code), "PALIMPSEST_STORE": f"sqlite:///{store}"}
+    environment |= {"PALIMPSEST_HOOK_FOLLOW_UP": "off", **env}
     done = subprocess.run(
         [sys.executable, "-c", "from palimpsest.server.cli.launch import main; main()", *args],
         input=json.dumps(stdin) if stdin is not None else None,
@@ -127,156 +317,153 @@ def palimpsest(code: Path, store: Path, args: list[str], stdin: dict[str, Any] |
     return done.stdout
 
 
-def open_part(memory: str) -> str:
-    """The parts of a memory that list open steps (either code's layout)."""
-    parts = [line for line in memory.splitlines() if line.startswith("- Still open:")]
-    if "## Open next steps" in memory:
-        parts.append(memory.split("## Open next steps", 1)[1].split("\n## ", 1)[0])
-    return "\n".join(parts)
-
-
-def facts(store: Path) -> list[str]:
-    """Every fact the store holds, current or superseded."""
-    with sqlite3.connect(store) as conn:
-        return [row[0] for row in conn.execute("SELECT text FROM facts")]
-
-
-def is_fragment(text: str) -> bool:
-    """A piece of a sentence or of code: too short, or with unbalanced quotes or brackets."""
-    words = text.split()
-    balanced = text.count("`") % 2 == 0 and text.count("(") == text.count(")") and text.count("[") == text.count("]")
-    return len(words) < 2 or not balanced
-
-
-@dataclass
-class Row:
-    recall: float
-    stale: int
-    date_shown: bool
-    facts: int
-    raw_share: float
-    facts_on: int
-    raw_share_on: float
-    tokens: int
-    memory: str
-
-
-def measure(code: Path, transcripts: list[Path], gold: Gold, budget: int) -> Row:
-    """Replay every transcript, maintain, start a new session in ``gold``'s project: its memory against ``gold``."""
-    with tempfile.TemporaryDirectory() as work:
-        store = Path(work) / "memory.db"
-        for path in transcripts:
-            session = read_gold(path)
-            stdin = {"session_id": session.session, "transcript_path": str(path), "cwd": session.cwd}
-            palimpsest(code, store, ["hook", "claude"], {**stdin, "hook_event_name": "Stop"})
-        palimpsest(code, store, ["maintain", "--once"])
-        start = {"session_id": "bench-new-session", "transcript_path": f"{work}/none.jsonl", "cwd": gold.cwd}
-        start |= {"hook_event_name": "SessionStart", "source": "startup"}
-        out = palimpsest(code, store, ["hook", "claude"], start, PALIMPSEST_STARTUP_BUDGET=str(budget))
-        memory = json.loads(out)["hookSpecificOutput"]["additionalContext"] if out.strip() else ""
-        found = _flat(memory)
-        items = gold.items()
-        named = sum(1 for item in items if _flat(item) in found)
-        opened = _flat(open_part(memory))
-        passed = [command for command, ok in gold.last_runs.items() if ok]
-        stale = sum(1 for item in [*gold.done_todos, *passed] if _flat(item) in opened)
-        texts = facts(store)
-        raw = sum(1 for text in texts if RAW_JSON.search(text) or is_fragment(text))
-        for path in transcripts:  # every thread's layer turned on by hand, as main needed
-            palimpsest(code, store, ["kg", "on", "--thread", read_gold(path).session, "--partition", "claude"])
-        all_on = facts(store)
-        raw_on = sum(1 for text in all_on if RAW_JSON.search(text) or is_fragment(text))
-        return Row(
-            recall=named / len(items) if items else 1.0,
-            stale=stale,
-            date_shown=bool(gold.date) and gold.date in memory,
-            facts=len(texts),
-            raw_share=raw / len(texts) if texts else 0.0,
-            facts_on=len(all_on),
-            raw_share_on=raw_on / len(all_on) if all_on else 0.0,
-            tokens=len(memory) // 4,
-            memory=memory,
-        )
-
-
-SPEED_SCRIPT = """
-import asyncio, sys, tempfile, time
-from palimpsest.graph_schema.backends import open_store
-from palimpsest.server.retrieval.startup import project_memory
-from tests.transcripts import transcript
-
-async def run(sessions, messages):
-    with tempfile.TemporaryDirectory() as work:
-        store = open_store(f"sqlite:///{work}/m.db")
-        await store.initialize()
-        for index in range(sessions):
-            rows = transcript(messages, seed=index, prefix=f"t{index}-")
-            for start in range(0, messages, 1000):
-                await store.append_messages("p", f"t{index}", rows[start : start + 1000], project="x")
-        times = []
-        for _ in range(5):
-            began = time.perf_counter()
-            await project_memory(store, partition="p", project="x", budget_tokens=1500)
-            times.append(time.perf_counter() - began)
-        await store.close()
-        print(times[0], sorted(times)[2])
-
-asyncio.run(run(int(sys.argv[1]), int(sys.argv[2])))
-"""
-
-
-def speed(code: Path, sessions: int, messages: int) -> tuple[float, float]:
-    """Seconds ``project_memory`` of checkout ``code`` takes over ``sessions`` of ``messages``: first call, median."""
+def estimate_tokens(code: Path, text: str) -> int:
+    """Tokens of ``text`` as checkout ``code`` counts them (its startup budget counts the same way)."""
+    script = "import sys; from palimpsest.graph_schema.identity import estimate_tokens as e; print(e(sys.stdin.read()))"
     done = subprocess.run(
-        [sys.executable, "-c", SPEED_SCRIPT, str(sessions), str(messages)],
+        [sys.executable, "-c", script],
+        input=text,
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(code)},
         cwd=code,
         check=True,
     )
-    first, median = done.stdout.split()
-    return float(first), float(median)
+    return int(done.stdout)
+
+
+def measure(code: Path, session: Session, budget: int) -> Score:
+    """Replay ``session`` through checkout ``code`` in a store of its own; the new session's memory, scored."""
+    thread, cwd = identity(session)
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        store = work / "memory.db"
+        for agent, payload in replay_payloads(session, thread, cwd):
+            palimpsest(code, store, ["hook", agent], payload)
+        palimpsest(code, store, ["maintain", "--once"])
+        start = start_payload(session.agent, f"bench-new-{session.key}", cwd, work)
+        out = palimpsest(code, store, ["hook", session.agent], start, PALIMPSEST_STARTUP_BUDGET=str(budget))
+    memory = memory_of(session.agent, out)
+    return score(session.gold, memory, estimate_tokens(code, memory))
+
+
+def load_sessions(folder: Path, gold_path: Path, only: set[str], half: str | None) -> list[Session]:
+    """The sessions of the gold file whose capture is in ``folder`` (the rest are named and skipped)."""
+    document = json.loads(gold_path.read_text(encoding="utf-8"))
+    sessions, missing = [], []
+    for key, gold in document["sessions"].items():
+        if (only and key not in only) or (half and gold["half"] != half):
+            continue
+        if gold["agent"] not in AGENTS:
+            raise SystemExit(f"{key}: no replay for agent {gold['agent']!r} (known: {', '.join(AGENTS)})")
+        path = folder / gold["file"]
+        if path.is_file():
+            sessions.append(Session(key, gold["agent"], path, gold))
+        else:
+            missing.append(gold["file"])
+    if missing:
+        print(f"not in {folder.name}/, skipped: {', '.join(missing)}", file=sys.stderr)
+    if not sessions:
+        raise SystemExit(f"no captured session of the gold in {folder}")
+    return sessions
+
+
+def share(flags: list[bool]) -> str:
+    return f"{sum(flags)}/{len(flags)}" if flags else "-"
+
+
+def cells(row: Score, gold: dict[str, Any]) -> list[str]:
+    """A session's scores as table cells."""
+    kind = gold["ending"]["kind"]
+    return [
+        share(row.requests),
+        ("yes " if row.ending else "no ") + kind,
+        share(row.open),
+        str(len(row.stale)),
+        share(row.facts),
+        str(len(row.noise)),
+        str(row.tokens),
+    ]
+
+
+COLUMNS = ("requests", "ending", "open", "finished as open", "facts", "noise", "tokens")
+
+
+def session_table(sessions: list[Session], results: dict[str, dict[str, Score]], codes: list[str]) -> Table:
+    table = Table(title="start-of-session memory, per session")
+    for name in ("session", "agent", "lines", "half"):
+        table.add_column(name)
+    for column in COLUMNS:
+        for code in codes:
+            table.add_column(column if len(codes) == 1 else f"{column} ({code})", justify="right")
+    for session in sessions:
+        per_code = [cells(results[code][session.key], session.gold) for code in codes]
+        values = [per_code[c][i] for i in range(len(COLUMNS)) for c in range(len(codes))]
+        table.add_row(session.key, session.agent, str(session.gold["lines"]), session.half, *values)
+    return table
+
+
+def totals(rows: list[Score]) -> list[str]:
+    """A half's summary: shares over all its gold items, counts summed, tokens averaged."""
+
+    def pooled(name: str) -> str:
+        flags = [flag for row in rows for flag in getattr(row, name)]
+        return f"{sum(flags) / len(flags):.0%} ({sum(flags)}/{len(flags)})" if flags else "-"
+
+    endings = sum(row.ending for row in rows)
+    return [
+        pooled("requests"),
+        f"{endings / len(rows):.0%} ({endings}/{len(rows)})",
+        pooled("open"),
+        str(sum(len(row.stale) for row in rows)),
+        pooled("facts"),
+        str(sum(len(row.noise) for row in rows)),
+        f"{sum(row.tokens for row in rows) / len(rows):.0f}",
+    ]
+
+
+def summary_table(sessions: list[Session], results: dict[str, dict[str, Score]], codes: list[str]) -> Table:
+    table = Table(title="summary per half (shares pooled over gold items; noise and finished-as-open summed)")
+    for name in ("half", "code", "sessions", *COLUMNS[:-1], "mean tokens"):
+        table.add_column(name, justify="right" if name not in ("half", "code") else "left")
+    for half in ("tune", "check", "all"):
+        chosen = [s for s in sessions if half in ("all", s.half)]
+        if not chosen:
+            continue
+        for code in codes:
+            table.add_row(half, code, str(len(chosen)), *totals([results[code][s.key] for s in chosen]))
+    return table
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path, help="Claude Code transcripts (*.jsonl), one session each")
-    parser.add_argument("--before", type=Path, help="another checkout to compare with (main's)")
-    parser.add_argument("--budget", type=int, default=1500, help="PALIMPSEST_STARTUP_BUDGET")
-    parser.add_argument("--show", action="store_true", help="print each memory")
-    parser.add_argument(
-        "--speed", default="8x3000", help="time the memory over SESSIONSxMESSAGES generated sessions ('' skips it)"
-    )
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("captures", type=Path, help="CAPTURES_DIR: the real sessions, as AGENT/FILE (see the gold)")
+    parser.add_argument("--before", type=Path, help="OTHER_CHECKOUT to measure beside this one (main's, say)")
+    parser.add_argument("--budget", type=int, default=1500, help="PALIMPSEST_STARTUP_BUDGET (default 1500)")
+    parser.add_argument("--gold", type=Path, default=GOLD, help="the gold file (default bench/startup_gold.json)")
+    parser.add_argument("--only", action="append", default=[], help="measure this session key only (repeatable)")
+    parser.add_argument("--half", choices=("tune", "check"), help="measure one half only")
+    parser.add_argument("--jobs", type=int, default=1, help="sessions replayed at once (default 1)")
+    parser.add_argument("--json", type=Path, help="OUT: write each memory and its scores here")
     options = parser.parse_args()
-    transcripts = sorted(options.folder.glob("*.jsonl"))
-    if not transcripts:
-        raise SystemExit(f"no *.jsonl transcripts in {options.folder}")
-    codes = [("this", HERE)] + ([("before", options.before.resolve())] if options.before else [])
-    print(f"budget {options.budget} tokens; {len(transcripts)} sessions; gold items from each session's own lines\n")
-    print(
-        "| session | lines | gold items | code | recall | stale open | date shown | facts (defaults) "
-        "| raw JSON / fragments | facts (kg on) | raw JSON / fragments |"
-    )
-    print("|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")
-    for path in transcripts:
-        gold = read_gold(path)
-        for name, code in codes:
-            row = measure(code, transcripts, gold, options.budget)
-            print(
-                f"| {path.name} | {gold.lines} | {len(gold.items())} | {name} | {row.recall:.0%} | {row.stale} | "
-                f"{'yes' if row.date_shown else 'no'} | {row.facts} | {row.raw_share:.0%} | {row.facts_on} | "
-                f"{row.raw_share_on:.0%} |"
-            )
-            if options.show:
-                print(f"\n<!-- {name} memory for {path.name} ({row.tokens} tokens) -->\n{row.memory}\n")
-    if options.speed:
-        sessions, messages = (int(part) for part in options.speed.split("x"))
-        print(f"\nproject_memory over {sessions} sessions of {messages} messages, SQLite, in process\n")
-        print("| code | first call | median of 5 |\n|---|---:|---:|")
-        for name, code in codes:
-            first, median = speed(code, sessions, messages)
-            print(f"| {name} | {first * 1000:.0f} ms | {median * 1000:.0f} ms |")
+    sessions = load_sessions(options.captures, options.gold, set(options.only), options.half)
+    codes = {"this": HERE} | ({"before": options.before.resolve()} if options.before else {})
+    results: dict[str, dict[str, Score]] = {}
+    for name, code in codes.items():
+        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+            scored = pool.map(lambda s, c=code: measure(c, s, options.budget), sessions)
+            results[name] = {session.key: row for session, row in zip(sessions, scored, strict=True)}
+    console = Console(width=240)
+    console.print(f"budget {options.budget} tokens; {len(sessions)} real sessions, gold read by hand")
+    console.print(session_table(sessions, results, list(codes)))
+    console.print(summary_table(sessions, results, list(codes)))
+    if options.json:
+        dump = {
+            key: {"agent": s.agent, "half": s.half, **{name: asdict(results[name][key]) for name in codes}}
+            for s in sessions
+            for key in [s.key]
+        }
+        options.json.write_text(json.dumps(dump, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 if __name__ == "__main__":
