@@ -25,16 +25,15 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import httpx2  # noqa: E402
-from asgi_server import serving  # noqa: E402
 
 from palimpsest.graph_schema.backends import open_store  # noqa: E402
 from palimpsest.scheduler import compaction  # noqa: E402
 from palimpsest.scheduler.summarizers import make_summarizer  # noqa: E402
 from palimpsest.server.mcp.app import build_server  # noqa: E402
 from palimpsest.server.settings import Settings  # noqa: E402
+from tests.support.asgi_server import serving  # noqa: E402
 from tests.support.transcripts import transcript  # noqa: E402
 
 GOAL_MS = 200.0
