@@ -46,7 +46,8 @@ def waits(window_s: float) -> list[float]:
 async def follow_up(call: HookCall, payload: str) -> bool:
     """Look for the turn's end until it is stored or the window closes; whether it was caught up."""
     from palimpsest.graph_schema.store import MemoryStore
-    from palimpsest.server.feeds.hooks import answered, read_payload, run_hook
+    from palimpsest.server.feeds.hooks import answered, run_hook
+    from palimpsest.server.feeds.spool import read_payload
     from palimpsest.server.store_settings import StoreSettings, on_store
 
     flags = {"store": call.store, "partition": call.partition}
