@@ -26,25 +26,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
 
 from palimpsest.server.agents.registry import NAMES, entry_named
-
-#: ``off`` starts no follow-up after a ``Stop`` whose transcript lacks the turn's end
-#: (the next hook call of the conversation then stores it).
-FOLLOW_UP_SETTING = "PALIMPSEST_HOOK_FOLLOW_UP"
-#: The module a follow-up runs as: it catches up on a transcript finished after ``Stop``.
-FOLLOW_UP_MODULE = "palimpsest.server.cli.hook_follow_up"
-
-
-@dataclass(frozen=True)
-class HookCall:
-    """One ``palimpsest hook AGENT`` call: the agent and its flags (``None``: not given)."""
-
-    agent: str
-    partition: str | None = None
-    store: str | None = None
-    json: bool = False
+from palimpsest.server.cli.hook_call import FOLLOW_UP_SETTING, HookCall, start_follow_up
 
 
 def flag_parser() -> argparse.ArgumentParser:
@@ -197,35 +181,6 @@ def read_stdin(limit: int) -> str:
         raise InvalidInput(
             f"hook input on stdin is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-
-
-def start_follow_up(call: HookCall, payload: str) -> bool:
-    """Start the follow-up of ``call`` detached, the payload on its stdin, and return at once.
-
-    Returns:
-        Whether it started. A follow-up that cannot start (no process left, say) is no
-        error of the hook: the conversation's next hook call reads what it would have.
-    """
-    import subprocess
-
-    args = [sys.executable, "-m", FOLLOW_UP_MODULE, call.agent]
-    for flag, value in (("--partition", call.partition), ("--store", call.store)):
-        if value is not None:
-            args += [flag, value]
-    try:
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert process.stdin is not None
-        with process.stdin:
-            process.stdin.write(payload.encode("utf-8"))
-    except OSError:
-        return False
-    return True
 
 
 def _fail(message: str) -> int:

@@ -24,14 +24,14 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from palimpsest.graph_schema.errors import PalimpsestError, StoreUnavailable
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.agents.registry import entry_named
-from palimpsest.server.cli.hook_command import FOLLOW_UP_SETTING, HookCall, start_follow_up
+from palimpsest.server.cli.hook_call import FOLLOW_UP_SETTING, HookCall, start_follow_up
 from palimpsest.server.feeds.hooks import run_hook
 from palimpsest.server.feeds.spool import (
     DrainLock,
@@ -45,6 +45,9 @@ from palimpsest.server.feeds.spool import (
     spool_for,
 )
 from palimpsest.server.store_settings import StoreSettings, invalid_configuration, on_store
+
+if TYPE_CHECKING:
+    from palimpsest.scheduler.maintenance import EvolutionStep, Pause
 
 
 @contextmanager
@@ -134,6 +137,21 @@ async def drain(store: MemoryStore, spool: Spool, *, wait: bool) -> int:
             done += 1
     finally:
         lock.release()
+
+
+def spool_step(store: MemoryStore, uri: str) -> EvolutionStep:
+    """An evolution step draining the spool of the store at ``uri``, first in the tick, so the rest sees every turn.
+
+    Why: a drainer that could not start (no process left, a crash before its first
+    payload) leaves turns queued until a hook starts the next; the server's ticks and
+    ``palimpsest maintain`` store them anyway.
+    """
+    from palimpsest.scheduler.maintenance import EvolutionStep
+
+    async def run(pause: Pause) -> int:
+        return await drain(store, spool_for(uri), wait=False)
+
+    return EvolutionStep("hook_spool", run)
 
 
 def main(args: list[str]) -> int:

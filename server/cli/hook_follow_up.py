@@ -5,7 +5,7 @@ Why: an agent may run its ``Stop`` hook before the turn's end is in its transcri
 moment late), and no later hook comes if the user stops there. The hook must not keep
 the agent waiting, so when `palimpsest.server.feeds.hooks.run_hook` finds the turn's end
 missing it says so (``HookOutcome.follow_up``), and the hook command starts this module
-as a detached process (`palimpsest.server.cli.hook_command.start_follow_up`: its own
+as a detached process (`palimpsest.server.cli.hook_call.start_follow_up`: its own
 session, no terminal, nothing inherited on stdout or stderr) with the agent's payload
 on stdin, then returns.
 

@@ -49,6 +49,8 @@ from palimpsest.server.feeds.json_text import JSON_ERRORS, json_error
 
 #: ``off`` stores each turn in the hook's own process instead of queueing it.
 QUEUE_SETTING = "PALIMPSEST_HOOK_QUEUE"
+#: The values pydantic reads as false, so the hook and ``Settings.hook_queue`` agree.
+FALSE_WORDS = frozenset({"off", "false", "0", "no", "n", "f"})
 #: The most bytes a hook takes on stdin: `palimpsest.server.feeds.hooks.READ_BYTES` (a test keeps them equal).
 STDIN_BYTES = 64 * 1024 * 1024
 #: Environment variables a payload's run reads (partition, budget, where agents keep files),
@@ -83,7 +85,7 @@ def data_dir() -> Path:
 
 def queue_enabled() -> bool:
     """Whether hooks queue their turns (the default) rather than store them in-process."""
-    return os.environ.get(QUEUE_SETTING, "on").strip().lower() != "off"
+    return os.environ.get(QUEUE_SETTING, "on").strip().lower() not in FALSE_WORDS
 
 
 def store_uri(flag: str | None) -> str:
