@@ -164,13 +164,24 @@ def hook_instructions(palimpsest: Path, folder: Path) -> tuple[float, float]:
     stdin = json.dumps(
         {"session_id": "counted", "transcript_path": str(transcript), "cwd": CWD, "hook_event_name": "Stop"}
     )
-    bare = instructions([sys.executable, "-c", "pass"])
+    bare = instructions([interpreter(palimpsest), "-c", "pass"])
     return bare, instructions([str(palimpsest), "hook", "claude", "--store", store], stdin, env)
 
 
-def bare_start() -> Timing:
+def interpreter(script: Path) -> str:
+    """The Python a console script runs on (its ``#!`` line): the baseline starts the same one.
+
+    The development venv's own interpreter loads the editable install's import hook at
+    every start, which would flatter the ratio of another installation's script.
+    """
+    with script.open("rb") as handle:
+        first = handle.readline().decode("utf-8", errors="replace").strip()
+    return first[2:].strip() if first.startswith("#!") and " " not in first[2:].strip() else sys.executable
+
+
+def bare_start(python: str) -> Timing:
     began, cpu = time.perf_counter(), _cpu()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([python, "-c", "pass"], check=True)
     return time.perf_counter() - began, _cpu() - cpu
 
 
@@ -213,13 +224,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind on PATH")
-    console = Console()
+    console = Console(width=150)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env_note = os.environ.get("PALIMPSEST_STORE")
         if env_note:
             console.print("note: PALIMPSEST_STORE is ignored; each session gets its own SQLite store")
-        bare = [bare_start() for _ in range(args.turns)]
+        bare = [bare_start(interpreter(args.palimpsest)) for _ in range(args.turns)]
         queued = session_times(args.palimpsest, folder, "queued", 0, args.turns, queue=True)
         fresh = session_times(args.palimpsest, folder, "fresh", 0, args.turns, queue=False)
         large = session_times(args.palimpsest, folder, "large", args.size_mb, args.turns, queue=False)
