@@ -25,7 +25,8 @@ import pytest
 from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.errors import NotFound
 from palimpsest.server.feeds.hooks import READ_BYTES
-from palimpsest.server.feeds.spool import STDIN_BYTES, Spool, appending, pending, spool_for
+from palimpsest.server.feeds.spool import STDIN_BYTES, Spool, appending, pending, queue_enabled, spool_for
+from palimpsest.server.settings import Settings
 from tests.support.waiting import wait_until
 
 SCRIPT = Path(sys.executable).parent / "palimpsest"
@@ -290,3 +291,9 @@ def test_stdin_that_is_not_json_is_refused_and_not_queued(queued: dict[str, str]
     done = hook('{"session_id": ', url, queued)
     assert done.returncode == 1 and done.stderr.startswith("error: hook input on stdin is not JSON (")
     assert done.stderr.count("\n") == 1 and pending(spool_for(url)) == 0
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", "false", "0", "no", "on", "true", "1", "yes"])
+def test_the_hook_reads_its_queue_setting_as_settings_does(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PALIMPSEST_HOOK_QUEUE", value)
+    assert queue_enabled() is Settings().hook_queue
