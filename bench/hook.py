@@ -103,9 +103,9 @@ def hook_env(folder: Path, *, queue: bool) -> dict[str, str]:
 
 def wait_drained(store: str, env: dict[str, str]) -> None:
     """Wait (untimed) until the store's spool is empty and no drainer holds it."""
-    spool = Spool(Path(env["XDG_DATA_HOME"]) / "palimpsest" / "hook-spool", spool_for(store).key)
+    spool = Spool(str(Path(env["XDG_DATA_HOME"]) / "palimpsest" / "hook-spool"), spool_for(store).key)
     while True:
-        if spool.drain.exists():
+        if os.path.exists(spool.drain):
             handle = os.open(spool.drain, os.O_RDWR)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX)

@@ -9,7 +9,6 @@ hook command back. Imports only the standard library at the top.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 #: ``off`` starts no follow-up after a ``Stop`` whose transcript lacks the turn's end
 #: (the next hook call of the conversation then stores it).
@@ -18,14 +17,29 @@ FOLLOW_UP_SETTING = "PALIMPSEST_HOOK_FOLLOW_UP"
 FOLLOW_UP_MODULE = "palimpsest.server.cli.hook_follow_up"
 
 
-@dataclass(frozen=True)
 class HookCall:
-    """One ``palimpsest hook AGENT`` call: the agent and its flags (``None``: not given)."""
+    """One ``palimpsest hook AGENT`` call: the agent and its flags (``None``: not given).
 
-    agent: str
-    partition: str | None = None
-    store: str | None = None
-    json: bool = False
+    A plain class, not a dataclass: ``dataclasses`` (with the ``inspect`` it imports)
+    would be a third of a queued hook's start.
+    """
+
+    __slots__ = ("agent", "json", "partition", "store")
+
+    def __init__(self, agent: str, partition: str | None = None, store: str | None = None, json: bool = False) -> None:
+        self.agent, self.partition, self.store, self.json = agent, partition, store, json
+
+    def _fields(self) -> tuple[str, str | None, str | None, bool]:
+        return (self.agent, self.partition, self.store, self.json)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HookCall) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"HookCall(agent={self.agent!r}, partition={self.partition!r}, store={self.store!r}, json={self.json!r})"
 
 
 def start_follow_up(call: HookCall, payload: str) -> bool:

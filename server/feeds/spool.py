@@ -37,17 +37,20 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 if sys.platform != "win32":
     import fcntl
 
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.server.feeds.json_text import JSON_ERRORS, json_error
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing``: this module imports only what
+#: queueing needs (no ``typing``, ``pathlib``, ``dataclasses`` or ``contextlib``, each a
+#: sizeable part of a queued hook's start); type checkers read any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Any
 
 #: ``off`` stores each turn in the hook's own process instead of queueing it.
 QUEUE_SETTING = "PALIMPSEST_HOOK_QUEUE"
@@ -76,13 +79,13 @@ PRINTING_EVENTS: dict[str, tuple[str, frozenset[str]]] = {
 
 def default_store_uri() -> str:
     """``sqlite:///$XDG_DATA_HOME/palimpsest/memory.db``, XDG's default when unset."""
-    return f"sqlite:///{data_dir() / 'memory.db'}"
+    return f"sqlite:///{os.path.join(data_dir(), 'memory.db')}"
 
 
-def data_dir() -> Path:
+def data_dir() -> str:
     """``$XDG_DATA_HOME/palimpsest`` (XDG's default ``~/.local/share`` when unset)."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "palimpsest"
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data_home, "palimpsest")
 
 
 def queue_enabled() -> bool:
@@ -147,49 +150,60 @@ def entry(agent: str, partition: str | None, store: str | None, payload: str) ->
     }
 
 
-@dataclass(frozen=True)
 class Spool:
-    """The files of one store's spool."""
+    """The files of one store's spool: paths as text (``pathlib`` is not imported here)."""
 
-    folder: Path
-    key: str
+    __slots__ = ("folder", "key")
 
-    @property
-    def queue(self) -> Path:
-        return self.folder / f"{self.key}.jsonl"
+    def __init__(self, folder: str, key: str) -> None:
+        self.folder, self.key = folder, key
 
     @property
-    def lock(self) -> Path:
-        return self.folder / f"{self.key}.lock"
+    def queue(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.jsonl")
 
     @property
-    def drain(self) -> Path:
-        return self.folder / f"{self.key}.drain"
+    def lock(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.lock")
 
     @property
-    def log(self) -> Path:
-        return self.folder / f"{self.key}.log"
+    def drain(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.drain")
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.log")
 
 
 def spool_for(uri: str) -> Spool:
     """The spool of the store at ``uri``."""
-    return Spool(data_dir() / "hook-spool", hashlib.sha256(uri.encode("utf-8")).hexdigest()[:16])
+    return Spool(os.path.join(data_dir(), "hook-spool"), hashlib.sha256(uri.encode("utf-8")).hexdigest()[:16])
 
 
-def _open_lock(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _open_lock(path: str) -> int:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
 
-@contextmanager
-def appending(spool: Spool) -> Iterator[None]:
+class appending:  # noqa: N801 - used as a function: ``with appending(spool):``
     """Hold the spool's append lock: no line is added or removed meanwhile."""
-    handle = _open_lock(spool.lock)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+        self.handle = -1
+
+    def __enter__(self) -> None:
+        self.handle = _open_lock(self.spool.lock)
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.handle)
+            raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        os.close(self.handle)
 
 
 def enqueue(spool: Spool, value: dict[str, Any]) -> None:
@@ -207,7 +221,7 @@ def enqueue(spool: Spool, value: dict[str, Any]) -> None:
 def first_line(spool: Spool) -> bytes | None:
     """The oldest queued line (its newline included), or None when the queue is empty; call holding `appending`."""
     try:
-        with spool.queue.open("rb") as handle:
+        with open(spool.queue, "rb") as handle:
             line = handle.readline()
     except FileNotFoundError:
         return None
@@ -217,10 +231,11 @@ def first_line(spool: Spool) -> bytes | None:
 def remove_first(spool: Spool, line: bytes) -> None:
     """Drop ``line``, the queue's first, atomically: a crash leaves the queue with it or without it."""
     with appending(spool):
-        data = spool.queue.read_bytes()
+        with open(spool.queue, "rb") as queued:
+            data = queued.read()
         if not data.startswith(line):
             return
-        partial = spool.queue.with_suffix(".tmp")
+        partial = spool.queue + ".tmp"
         handle = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(handle, data[len(line) :])
@@ -291,15 +306,16 @@ def start_drainer(uri: str) -> bool:
 def log_error(spool: Spool, message: str) -> None:
     """Note an error the drainer found, one line with its time, where ``palimpsest status`` reads it."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    spool.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with spool.log.open("a", encoding="utf-8") as handle:
+    os.makedirs(spool.folder, mode=0o700, exist_ok=True)
+    with open(spool.log, "a", encoding="utf-8") as handle:
         handle.write(f"{stamp} {' '.join(message.split())}\n")
 
 
 def last_error(spool: Spool) -> str | None:
     """The drainer's last logged error line, if any."""
     try:
-        lines = spool.log.read_text(encoding="utf-8").splitlines()
+        with open(spool.log, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
     except FileNotFoundError:
         return None
     return lines[-1] if lines else None
@@ -308,6 +324,7 @@ def last_error(spool: Spool) -> str | None:
 def pending(spool: Spool) -> int:
     """How many payloads wait in the queue."""
     try:
-        return spool.queue.read_bytes().count(b"\n")
+        with open(spool.queue, "rb") as handle:
+            return handle.read().count(b"\n")
     except FileNotFoundError:
         return 0

@@ -101,7 +101,7 @@ def expected(session: str, turns: int) -> list[str]:
 @contextmanager
 def drain_lock_held(spool: Spool) -> Iterator[None]:
     """Hold the spool's drain lock, as a running drainer does: hooks queue and start none."""
-    spool.folder.mkdir(parents=True, exist_ok=True)
+    os.makedirs(spool.folder, exist_ok=True)
     handle = os.open(spool.drain, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -148,7 +148,7 @@ def test_a_stop_is_queued_and_the_drainer_stores_it(queued: dict[str, str], tmp_
     with drain_lock_held(spool):
         done = hook(stop_payload("s1", transcript), url, queued)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-        [line] = spool.queue.read_text(encoding="utf-8").splitlines()
+        [line] = Path(spool.queue).read_text(encoding="utf-8").splitlines()
     value: dict[str, Any] = json.loads(line)
     assert value["agent"] == "claude" and value["store"] == url and value["cwd"] == os.getcwd()
     assert json.loads(value["payload"])["session_id"] == "s1"
