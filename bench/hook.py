@@ -152,8 +152,8 @@ def instructions(command: list[str], stdin: str = "", env: dict[str, str] | None
     return int(collected.group(1)) / 1e6
 
 
-def hook_instructions(palimpsest: Path, folder: Path) -> tuple[float, float]:
-    """Instructions of a bare interpreter's start and of the hook storing one new turn of a fresh session."""
+def hook_instructions(palimpsest: Path, folder: Path) -> tuple[float, float, float]:
+    """Instructions of a bare interpreter's start, of one new turn stored by the hook, and of one queued."""
     transcript = folder / "counted.jsonl"
     transcript.write_text(turn("counted", 0), encoding="utf-8")
     store = f"sqlite:///{folder / 'counted.db'}"
@@ -165,7 +165,12 @@ def hook_instructions(palimpsest: Path, folder: Path) -> tuple[float, float]:
         {"session_id": "counted", "transcript_path": str(transcript), "cwd": CWD, "hook_event_name": "Stop"}
     )
     bare = instructions([interpreter(palimpsest), "-c", "pass"])
-    return bare, instructions([str(palimpsest), "hook", "claude", "--store", store], stdin, env)
+    command = [str(palimpsest), "hook", "claude", "--store", store]
+    stored = instructions(command, stdin, env)
+    queued_env = hook_env(folder, queue=True)
+    queued = instructions(command, stdin, queued_env)
+    wait_drained(store, queued_env)
+    return bare, stored, queued
 
 
 def interpreter(script: Path) -> str:
@@ -255,10 +260,10 @@ def main() -> None:
         console.print(f"CPU: the in-process hook costs {small_cpu - base_cpu:.0f} ms over a bare interpreter's start")
     console.print(table)
     if counted is not None:
-        bare_count, hook_count = counted
+        bare_count, hook_count, queued_count = counted
         console.print(
-            f"instructions (callgrind): bare python {bare_count:.0f} M, one new turn {hook_count:.0f} M "
-            f"({hook_count / bare_count:.1f}x)"
+            f"instructions (callgrind): bare python {bare_count:.0f} M, one new turn stored {hook_count:.0f} M "
+            f"({hook_count / bare_count:.1f}x), queued {queued_count:.0f} M ({queued_count / bare_count:.1f}x)"
         )
 
 
