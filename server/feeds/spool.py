@@ -58,13 +58,23 @@ QUEUE_SETTING = "PALIMPSEST_HOOK_QUEUE"
 FALSE_WORDS = frozenset({"off", "false", "0", "no", "n", "f"})
 #: The most bytes a hook takes on stdin: `palimpsest.server.feeds.hooks.READ_BYTES` (a test keeps them equal).
 STDIN_BYTES = 64 * 1024 * 1024
-#: Environment variables a payload's run reads (partition, budget, where agents keep files),
-#: kept with the payload: the drainer may have been started by another hook. Any variable
-#: with a prefix in `KEPT_PREFIXES` is kept too, but ``NEO4J_PASSWORD``: no secret is
-#: written to the spool, so the drainer uses its own.
-KEPT_ENV = ("HOME", "XDG_DATA_HOME", "CODEX_HOME")
-KEPT_PREFIXES = ("PALIMPSEST_", "NEO4J_")
-SECRET_ENV = frozenset({"NEO4J_PASSWORD"})
+#: The environment variables a payload's run reads (where agents keep files, the partition,
+#: the budget, redaction, the follow-up), kept with the payload: the drainer may have been
+#: started by another hook. Named one by one so that no secret (``NEO4J_PASSWORD``, a
+#: ``PALIMPSEST_TOKEN``) is written to the spool: the drainer uses its own password.
+KEPT_ENV = frozenset(
+    {
+        "HOME",
+        "XDG_DATA_HOME",
+        "CODEX_HOME",
+        "PALIMPSEST_PARTITION",
+        "PALIMPSEST_STARTUP_BUDGET",
+        "PALIMPSEST_REDACT",
+        "PALIMPSEST_HOOK_FOLLOW_UP",
+        "NEO4J_USER",
+        "NEO4J_DATABASE",
+    }
+)
 #: The module a drainer runs as.
 DRAINER_MODULE = "palimpsest.server.cli.hook_drain"
 #: Per agent, the payload field naming the event and the events that print memory back:
@@ -129,11 +139,11 @@ def prints_memory(agent: str, payload: dict[str, Any]) -> bool:
 
 def kept(name: str) -> bool:
     """Whether the environment variable ``name`` is kept with a queued payload."""
-    return (name in KEPT_ENV or name.startswith(KEPT_PREFIXES)) and name not in SECRET_ENV
+    return name in KEPT_ENV
 
 
 def kept_environment() -> dict[str, str]:
-    """The environment values a payload's run reads, `SECRET_ENV` left out."""
+    """The environment values a payload's run reads (`KEPT_ENV`)."""
     return {name: value for name, value in os.environ.items() if kept(name)}
 
 

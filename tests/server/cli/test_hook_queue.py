@@ -76,14 +76,14 @@ def hook(stdin: str, url: str, env: dict[str, str]) -> subprocess.CompletedProce
     )
 
 
-def contents(url: str, session: str) -> list[str]:
+def contents(url: str, session: str, partition: str = "claude") -> list[str]:
     """The thread's messages' text, in order; empty when the thread does not exist."""
 
     async def read() -> list[str]:
         store = open_store(url)
         await store.initialize()
         try:
-            return [message.content for message in await store.get_messages("claude", session)]
+            return [message.content for message in await store.get_messages(partition, session)]
         except NotFound:
             return []
         finally:
@@ -146,16 +146,19 @@ def test_a_stop_is_queued_and_the_drainer_stores_it(queued: dict[str, str], tmp_
     transcript = tmp_path / "s1.jsonl"
     add_turn(transcript, "s1", 0)
     with drain_lock_held(spool):
-        done = hook(stop_payload("s1", transcript), url, queued)
+        secrets = {"NEO4J_PASSWORD": "s3cret-neo4j", "PALIMPSEST_TOKEN": "s3cret-token"}
+        done = hook(stop_payload("s1", transcript), url, {**queued, **secrets, "PALIMPSEST_PARTITION": "work"})
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
         [line] = Path(spool.queue).read_text(encoding="utf-8").splitlines()
     value: dict[str, Any] = json.loads(line)
     assert value["agent"] == "claude" and value["store"] == url and value["cwd"] == os.getcwd()
     assert json.loads(value["payload"])["session_id"] == "s1"
-    assert value["env"]["XDG_DATA_HOME"] == queued["XDG_DATA_HOME"] and "NEO4J_PASSWORD" not in value["env"]
-    assert contents(url, "s1") == []
+    assert value["env"]["XDG_DATA_HOME"] == queued["XDG_DATA_HOME"] and value["env"]["PALIMPSEST_PARTITION"] == "work"
+    assert "s3cret" not in line
+    assert contents(url, "s1", "work") == []
+    # The drainer runs the payload with the hook's partition, not its own environment's.
     assert drain(url, queued).returncode == 0
-    assert contents(url, "s1") == expected("s1", 1)
+    assert contents(url, "s1", "work") == expected("s1", 1) and contents(url, "s1") == []
     assert pending(spool) == 0
 
 
