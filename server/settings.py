@@ -61,6 +61,11 @@ class Settings(BaseSettings, StoreSettings):
         description="Seconds between evolution ticks (KG_EVOLUTION_INTERVAL).",
     )
     scheduler: bool = Field(True, description="`off` runs no background maintenance in this process.")
+    hook_queue: bool = Field(
+        True,
+        description="`off`: a hook stores its turn in its own process instead of queueing it on the store's spool "
+        "(read by the hook itself, without this class: `palimpsest.server.feeds.spool.queue_enabled`).",
+    )
     facts: bool = Field(True, description="`off` extracts no facts (one thread: `palimpsest kg off --thread ID`).")
     threads_per_cycle: int = Field(3, ge=1, le=1000, description="Most threads one compaction tick compacts.")
     lease_seconds: float = Field(

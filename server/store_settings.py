@@ -15,24 +15,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from palimpsest.graph_schema.backends import Neo4jCredentials, open_store
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.feeds.spool import default_store_uri
 
 T = TypeVar("T")
 
 #: Prefix of every variable named after its field.
 ENV_PREFIX = "PALIMPSEST_"
-
-
-def default_store_uri() -> str:
-    """``sqlite:///$XDG_DATA_HOME/palimpsest/memory.db``, XDG's default when unset."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return f"sqlite:///{Path(data_home) / 'palimpsest' / 'memory.db'}"
 
 
 def env_names(*names: str) -> AliasChoices:

@@ -58,6 +58,15 @@ def no_hook_follow_ups(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def hooks_store_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook a test runs stores its turn before it returns, as the tests read the store right after.
+
+    The tests of the queued default (``tests/server/cli/test_hook_queue.py``) turn it back on.
+    """
+    monkeypatch.setenv("PALIMPSEST_HOOK_QUEUE", "off")
+
+
+@pytest.fixture(autouse=True)
 def no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach a real model: any call not aimed at a test's own endpoint is refused.
 

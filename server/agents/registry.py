@@ -16,29 +16,38 @@ folder holds (each part found by name, so this list stays one line an agent):
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
 
 from palimpsest.graph_schema.errors import InvalidInput
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (a sixth of a queued hook's
+#: start): type checkers read any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from palimpsest.server.agents.spec import Agent, Places
     from palimpsest.server.feeds.hooks import HookRequest
     from palimpsest.server.feeds.transcripts import TranscriptFormat
 
 
-@dataclass(frozen=True)
 class AgentEntry:
-    """One agent: its folder's name, which is also its command-line name and default partition."""
+    """One agent: its folder's name, which is also its command-line name and default partition.
 
-    name: str
-    #: Where ``palimpsest ingest``'s format detection asks this agent's ``TRANSCRIPT_FORMAT``
-    #: (lower first, as a line two formats could claim goes to the first); ``None``: ingest
-    #: reads no file of this agent.
-    ingest: int | None = None
+    A plain class, not a dataclass: ``dataclasses`` (with the ``inspect`` it imports) would
+    be a third of a queued hook's start, which reads this module.
+    """
+
+    __slots__ = ("ingest", "name")
+
+    def __init__(self, name: str, ingest: int | None = None) -> None:
+        self.name = name
+        #: Where ``palimpsest ingest``'s format detection asks this agent's ``TRANSCRIPT_FORMAT``
+        #: (lower first, as a line two formats could claim goes to the first); ``None``: ingest
+        #: reads no file of this agent.
+        self.ingest = ingest
 
     def part(self, module: str) -> ModuleType:
         """The agent's module ``module`` (``hook``, ``wiring``, ``transcript``), imported now."""
@@ -47,19 +56,27 @@ class AgentEntry:
     @property
     def hook_help(self) -> str:
         """What ``palimpsest hook NAME --help`` says, read without loading the hook."""
+        from typing import cast
+
         return cast(str, importlib.import_module(f"{__package__}.{self.name}").HOOK_HELP)
 
     def request(self, payload: dict[str, Any]) -> HookRequest:
         """The hook's request for one payload the agent sent on stdin."""
+        from typing import cast
+
         build = cast("Callable[[dict[str, Any]], HookRequest]", self.part("hook").request)
         return build(payload)
 
     def wiring(self) -> Agent:
         """How the agent is wired into its own config files."""
+        from typing import cast
+
         return cast("Agent", self.part("wiring").AGENT)
 
     def transcript_format(self) -> TranscriptFormat:
         """The transcript format ``palimpsest ingest`` reads for this agent."""
+        from typing import cast
+
         return cast("TranscriptFormat", self.part("transcript").TRANSCRIPT_FORMAT)
 
 

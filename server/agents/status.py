@@ -68,6 +68,10 @@ class StoreStatus(BaseModel):
     archived_runs: int = Field(0, description="Archive files those messages are in.")
     backlog: int = 0
     error: str | None = Field(None, description="Why the store could not be read; the wiring is still shown.")
+    hooks_queued: int = Field(0, description="Hook payloads queued on the store's spool, not stored yet.")
+    hook_error: str | None = Field(
+        None, description="The last error the spool's drainer logged (no agent listens by then), with its time."
+    )
 
 
 class Status(BaseModel):

@@ -65,6 +65,14 @@ def ingest(
     ] = None,
     store: StoreOption = None,
     json: JsonOption = False,
+    embed: Annotated[
+        bool,
+        typer.Option(
+            "--embed",
+            help="Embed what was ingested now, in this process (loads the embedding model); "
+            "else the server's backfill and `palimpsest maintain` embed it.",
+        ),
+    ] = False,
 ) -> None:
     """Append transcripts to the store; ingesting a file again adds nothing, a grown one only its new lines.
 
@@ -90,7 +98,9 @@ def ingest(
     show_bar = big and not json and sys.stderr.isatty()
 
     async def work(opened: MemoryStore) -> IngestReport:
-        embedder = make_embedder(settings.embedder, settings.llm)
+        # Loading a model to embed a few lines would cost more than the ingest: unless asked,
+        # embedding is left to the processes that do it anyway (the server, maintenance).
+        embedder = make_embedder(settings.embedder, settings.llm) if embed else None
         with output.ingest_progress(show_bar) as progress:
             # The paths as given: a file found in a directory may be left out, a named one may not.
             report = await ingest_files(

@@ -9,6 +9,11 @@ and leaves anything else (``--help``, an unknown agent or flag) to the typer gro
 ``palimpsest.server.cli.feed``, which registers the same command with the same flags
 and help and answers usage errors. A test keeps the two parsers' flags the same.
 
+A payload whose event prints nothing is only checked and queued, durably, on the store's
+spool (`palimpsest.server.feeds.spool`), for a detached drainer
+(`palimpsest.server.cli.hook_drain`) to store: that path imports neither pydantic nor
+asyncio nor the store, and returns in a few times a bare interpreter's start.
+
 A ``Stop`` that finds the transcript without the turn's end (not written yet, or not
 all) leaves a detached process behind to catch up (`palimpsest.server.cli.hook_follow_up`):
 the hook itself returns at once, exit 0, printing nothing more.
@@ -21,25 +26,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
 
 from palimpsest.server.agents.registry import NAMES, entry_named
-
-#: ``off`` starts no follow-up after a ``Stop`` whose transcript lacks the turn's end
-#: (the next hook call of the conversation then stores it).
-FOLLOW_UP_SETTING = "PALIMPSEST_HOOK_FOLLOW_UP"
-#: The module a follow-up runs as: it catches up on a transcript finished after ``Stop``.
-FOLLOW_UP_MODULE = "palimpsest.server.cli.hook_follow_up"
-
-
-@dataclass(frozen=True)
-class HookCall:
-    """One ``palimpsest hook AGENT`` call: the agent and its flags (``None``: not given)."""
-
-    agent: str
-    partition: str | None = None
-    store: str | None = None
-    json: bool = False
+from palimpsest.server.cli.hook_call import FOLLOW_UP_SETTING, HookCall, start_follow_up
 
 
 def flag_parser() -> argparse.ArgumentParser:
@@ -70,21 +59,67 @@ def parse_hook_call(args: list[str]) -> HookCall | None:
 
 
 def run_hook_call(call: HookCall) -> int:
-    """Read the agent's payload on stdin, store what is new, print what the agent takes back.
+    """Read the agent's payload on stdin, queue it or store what is new, print what the agent takes back.
+
+    A payload whose event prints nothing is queued on the store's spool (checked as JSON
+    first) and left to a drainer, unless ``PALIMPSEST_HOOK_QUEUE=off``, ``--json`` (which
+    prints what was stored) or the spool cannot be written. An event that prints memory
+    back drains the spool first, in this process, so the memory sees every queued turn.
 
     Returns:
         The exit code: 0, or 1 after one ``error: ...`` line on stderr (never 2, which
         an agent reads as "block"), whatever the input: stdin that is not UTF-8 or over
-        ``READ_BYTES``, JSON nested deeper than Python parses, a transcript that is no
+        ``STDIN_BYTES``, JSON nested deeper than Python parses, a transcript that is no
         regular file.
     """
+    from palimpsest.graph_schema.errors import PalimpsestError
+    from palimpsest.server.feeds import spool
+
+    drain_first: str | None = None
+    try:
+        payload = read_stdin(spool.STDIN_BYTES)
+        if spool.queue_enabled() and not call.json:
+            values = spool.read_payload(payload)
+            uri = spool.store_uri(call.store)
+            if spool.prints_memory(call.agent, values):
+                drain_first = uri
+            elif queue_turn(call, payload, uri):
+                return 0
+    except PalimpsestError as exc:
+        return _fail(str(exc))
+    except MemoryError:
+        return _fail("out of memory reading the hook's input or transcript; nothing was written")
+    return store_turn(call, payload, drain_first)
+
+
+def queue_turn(call: HookCall, payload: str, uri: str) -> bool:
+    """Queue ``payload`` on the spool of the store at ``uri`` and see a drainer runs; whether it was queued.
+
+    A spool that cannot be written (a read-only or full disk) is no error: the hook stores
+    the turn itself then.
+    """
+    from palimpsest.server.feeds import spool
+
+    queue = spool.spool_for(uri)
+    try:
+        spool.enqueue(queue, spool.entry(call.agent, call.partition, call.store, payload))
+        if not spool.drainer_running(queue):
+            spool.start_drainer(uri)
+    except OSError:
+        return False
+    return True
+
+
+def store_turn(call: HookCall, payload: str, drain_first: str | None) -> int:
+    """Store what is new in this process (after draining the spool of ``drain_first``), print the reply."""
     import asyncio
 
     from pydantic import ValidationError
 
     from palimpsest.graph_schema.errors import PalimpsestError
     from palimpsest.graph_schema.store import MemoryStore
-    from palimpsest.server.feeds.hooks import READ_BYTES, HookOutcome, read_payload, run_hook
+    from palimpsest.server.feeds.hooks import HookOutcome, run_hook
+    from palimpsest.server.feeds.spool import read_payload, spool_for
     from palimpsest.server.store_settings import StoreSettings, invalid_configuration, on_store
 
     flags = {"store": call.store, "partition": call.partition}
@@ -95,11 +130,17 @@ def run_hook_call(call: HookCall) -> int:
     agent = entry_named(call.agent)
 
     async def work(opened: MemoryStore) -> HookOutcome:
+        if drain_first is not None:
+            from palimpsest.server.cli.hook_drain import drain
+
+            try:
+                await drain(opened, spool_for(drain_first), wait=True)
+            except OSError:
+                pass  # a spool that cannot be read holds nothing this hook could add
         partition = settings.partition or call.agent
         return await run_hook(opened, request, partition=partition, budget=settings.startup_budget)
 
     try:
-        payload = read_stdin(READ_BYTES)
         request = agent.request(read_payload(payload))
         outcome = asyncio.run(on_store(settings, work))
     except PalimpsestError as exc:
@@ -140,35 +181,6 @@ def read_stdin(limit: int) -> str:
         raise InvalidInput(
             f"hook input on stdin is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-
-
-def start_follow_up(call: HookCall, payload: str) -> bool:
-    """Start the follow-up of ``call`` detached, the payload on its stdin, and return at once.
-
-    Returns:
-        Whether it started. A follow-up that cannot start (no process left, say) is no
-        error of the hook: the conversation's next hook call reads what it would have.
-    """
-    import subprocess
-
-    args = [sys.executable, "-m", FOLLOW_UP_MODULE, call.agent]
-    for flag, value in (("--partition", call.partition), ("--store", call.store)):
-        if value is not None:
-            args += [flag, value]
-    try:
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert process.stdin is not None
-        with process.stdin:
-            process.stdin.write(payload.encode("utf-8"))
-    except OSError:
-        return False
-    return True
 
 
 def _fail(message: str) -> int:

@@ -5,7 +5,7 @@ Why: an agent may run its ``Stop`` hook before the turn's end is in its transcri
 moment late), and no later hook comes if the user stops there. The hook must not keep
 the agent waiting, so when `palimpsest.server.feeds.hooks.run_hook` finds the turn's end
 missing it says so (``HookOutcome.follow_up``), and the hook command starts this module
-as a detached process (`palimpsest.server.cli.hook_command.start_follow_up`: its own
+as a detached process (`palimpsest.server.cli.hook_call.start_follow_up`: its own
 session, no terminal, nothing inherited on stdout or stderr) with the agent's payload
 on stdin, then returns.
 
@@ -46,7 +46,8 @@ def waits(window_s: float) -> list[float]:
 async def follow_up(call: HookCall, payload: str) -> bool:
     """Look for the turn's end until it is stored or the window closes; whether it was caught up."""
     from palimpsest.graph_schema.store import MemoryStore
-    from palimpsest.server.feeds.hooks import answered, read_payload, run_hook
+    from palimpsest.server.feeds.hooks import answered, run_hook
+    from palimpsest.server.feeds.spool import read_payload
     from palimpsest.server.store_settings import StoreSettings, on_store
 
     flags = {"store": call.store, "partition": call.partition}

@@ -212,6 +212,7 @@ async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> 
     from palimpsest.scheduler.embedders import make_embedder
     from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
+    from palimpsest.server.cli.hook_drain import spool_step
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -222,9 +223,12 @@ async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> 
             opened,
             settings.maintenance,
             make_summarizer(settings.llm),
-            steps=evolution_steps(
-                opened, make_embedder(settings.embedder, settings.llm), settings.store_budget, facts=settings.facts
-            ),
+            steps=[
+                spool_step(opened, settings.store),
+                *evolution_steps(
+                    opened, make_embedder(settings.embedder, settings.llm), settings.store_budget, facts=settings.facts
+                ),
+            ],
         ).run_until(stop)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -251,6 +255,7 @@ def maintain(
     from palimpsest.scheduler.maintenance import Maintenance, Progress, evolution_steps
     from palimpsest.scheduler.summarizers import make_summarizer
     from palimpsest.server.cli import output
+    from palimpsest.server.cli.hook_drain import spool_step
 
     settings = settings_from_flags(store)
     if not once:
@@ -261,13 +266,16 @@ def maintain(
 
     async def work(opened: MemoryStore) -> dict[str, MaintenanceCycle | None]:
         def maintenance(progress: Progress | None) -> Maintenance:
-            steps = evolution_steps(
-                opened,
-                make_embedder(settings.embedder, settings.llm),
-                settings.store_budget,
-                facts=settings.facts,
-                progress=progress,
-            )
+            steps = [
+                spool_step(opened, settings.store),
+                *evolution_steps(
+                    opened,
+                    make_embedder(settings.embedder, settings.llm),
+                    settings.store_budget,
+                    facts=settings.facts,
+                    progress=progress,
+                ),
+            ]
             return Maintenance(opened, settings.maintenance, make_summarizer(settings.llm), steps=steps)
 
         if not show_bar:

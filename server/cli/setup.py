@@ -219,6 +219,11 @@ def _status_table(result: Status) -> Table:
     for item in result.agents:
         capture = item.last_capture.strftime("%Y-%m-%d %H:%M") if item.last_capture else "never"
         table.add_row(item.agent, _wired_text(item), str(item.messages), capture, str(item.backlog))
+    notes = [f"{store.hooks_queued} hook turns queued"] if store.hooks_queued else []
+    if store.hook_error:
+        notes.append(f"last hook error: {store.hook_error}")
+    if notes:
+        table.caption = "; ".join(notes)
     return table
 
 
@@ -241,6 +246,7 @@ def status(
     from palimpsest.server.agents import status as agent_status
     from palimpsest.server.agents.spec import Places, Scope
     from palimpsest.server.cli.output import print_json, stdout_console
+    from palimpsest.server.feeds.spool import last_error, pending, spool_for
 
     settings = settings_from_flags(store)
     places = Places.here(project)
@@ -268,6 +274,8 @@ def status(
         ),
         agents=agents,
     )
+    queue = spool_for(settings.store)
+    result.store.hooks_queued, result.store.hook_error = pending(queue), last_error(queue)
     if exists:
 
         async def work(opened: MemoryStore) -> None:

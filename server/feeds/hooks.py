@@ -58,14 +58,12 @@ from palimpsest.graph_schema.models import NewMessage, ReadPosition, Role
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.server.feeds.append import FileIngest, append_transcript
 from palimpsest.server.feeds.transcripts import (
-    JSON_ERRORS,
     MAX_LINE_BYTES,
     FilePosition,
     IngestBatch,
     ParsedTranscript,
     ReadState,
     describe_validation,
-    json_error,
     not_regular,
     open_regular,
     project_from_cwd,
@@ -154,21 +152,6 @@ class HookOutcome:
     #: The turn's end is not stored yet though the agent may still write it: catch up
     #: for ``follow_up_s`` seconds after the hook returns (`palimpsest.server.cli.hook_follow_up`).
     follow_up: bool = False
-
-
-def read_payload(text: str) -> dict[str, Any]:
-    """The hook's stdin as a JSON object.
-
-    Raises:
-        InvalidInput: if it is not JSON (nested too deep for Python included), or not an object.
-    """
-    try:
-        value = json.loads(text)
-    except JSON_ERRORS as exc:
-        raise InvalidInput(f"hook input on stdin is not JSON ({json_error(exc)})") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("hook input on stdin must be a JSON object")
-    return value
 
 
 def text_field(payload: dict[str, Any], *keys: str, required: bool = False) -> str | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pydantic import ValidationError
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import MAX_BATCH, MAX_MESSAGE_BYTES, NewMessage, Role
 from palimpsest.graph_schema.prepare import check_name
+from palimpsest.server.feeds.json_text import JSON_ERRORS, json_error
 
 #: How often, in lines, reading reports progress (often enough for a bar, cheap enough).
 PROGRESS_EVERY = 2000
@@ -41,9 +41,6 @@ PROGRESS_EVERY = 2000
 MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Non-blocking open where the platform has it: a FIFO swapped in after the check cannot block.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-#: What `json.loads` raises on bad input: `json.JSONDecodeError` and a bare `ValueError` (an
-#: integer of more digits than Python converts), and `RecursionError` (arrays nested thousands deep).
-JSON_ERRORS = (ValueError, RecursionError)
 
 
 @dataclass(frozen=True)
@@ -328,16 +325,6 @@ def decode_object(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise line_error(path, number, "a line must be a JSON object")
     return value
-
-
-def json_error(exc: ValueError | RecursionError) -> str:
-    """Why text is not JSON that Python reads, in a phrase: ``Expecting value at column 3``."""
-    if isinstance(exc, json.JSONDecodeError):
-        where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno}"
-        return f"{exc.msg} at {where}"
-    if isinstance(exc, RecursionError):
-        return "nested too deep"
-    return f"an integer of over {sys.get_int_max_str_digits()} digits"
 
 
 def _check_message(message: NewMessage) -> None:

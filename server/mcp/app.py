@@ -43,6 +43,7 @@ from palimpsest.scheduler.embedding import EmbeddingQueue
 from palimpsest.scheduler.foreground import ForegroundGate
 from palimpsest.scheduler.maintenance import Maintenance, evolution_steps
 from palimpsest.scheduler.summarizers import make_summarizer
+from palimpsest.server.cli.hook_drain import spool_step
 from palimpsest.server.mcp.health import LiveServer, register_health
 from palimpsest.server.mcp.http_app import GuardedFastMCP, is_wildcard
 from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
@@ -146,7 +147,10 @@ def build_server(settings: Settings, store: MemoryStore | None = None, *, serves
             settings.maintenance,
             summarizer,
             gate=gate,
-            steps=evolution_steps(live.runtime.store, embedder, settings.store_budget, facts=settings.facts),
+            steps=[
+                spool_step(live.runtime.store, settings.store),
+                *evolution_steps(live.runtime.store, embedder, settings.store_budget, facts=settings.facts),
+            ],
         )
         scheduler = AsyncIOScheduler()
         maintenance.start(scheduler)

@@ -113,7 +113,8 @@ def hook(folder: Path, session: str, records: list[dict[str, Any]], store_url: s
         "hook_event_name": "Stop",
     }
     env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
-    env.update(PALIMPSEST_HOOK_FOLLOW_UP="off", PALIMPSEST_EMBEDDER="none")
+    # Stored before the hook returns: the viewer is read right after.
+    env.update(PALIMPSEST_HOOK_FOLLOW_UP="off", PALIMPSEST_HOOK_QUEUE="off", PALIMPSEST_EMBEDDER="none")
     done = subprocess.run(
         [PALIMPSEST, "hook", "claude", "--store", store_url],
         input=json.dumps(payload),

@@ -57,6 +57,8 @@ def hook(
     """``palimpsest hook AGENT`` as the agent starts it: stdin in, no follow-up left behind."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
     env["PALIMPSEST_HOOK_FOLLOW_UP"] = "off"
+    # The refusals checked here are the in-process path's; a queued payload's are logged by its drainer.
+    env["PALIMPSEST_HOOK_QUEUE"] = "off"
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     return subprocess.run(
         [str(SCRIPT), "hook", agent, "--store", url, *args],

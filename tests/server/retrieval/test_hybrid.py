@@ -403,7 +403,7 @@ def test_cli_grep_hybrid(tmp_path: Path, minilm: SentenceTransformerEmbedder) ->
     path = write_jsonl(tmp_path / "chat.jsonl", records)
     env = {"PALIMPSEST_STORE": url, "PALIMPSEST_PARTITION": None, "PALIMPSEST_EMBEDDER": MINILM_SPEC}
     runner = CliRunner()
-    ingested = runner.invoke(app, ["ingest", str(path)], env=env)
+    ingested = runner.invoke(app, ["ingest", str(path), "--embed"], env=env)
     assert ingested.exit_code == 0, ingested.output
 
     found = runner.invoke(app, ["grep", QUESTION, "--mode", "hybrid", "--json", "--limit", "2"], env=env)

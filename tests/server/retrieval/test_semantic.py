@@ -188,7 +188,7 @@ def test_cli_ingest_embeds_and_grep_searches_by_meaning(tmp_path: Path, minilm: 
     env = {"PALIMPSEST_STORE": url, "PALIMPSEST_PARTITION": None, "PALIMPSEST_EMBEDDER": MINILM_SPEC}
     runner = CliRunner()
 
-    ingested = runner.invoke(app, ["ingest", str(path)], env=env)
+    ingested = runner.invoke(app, ["ingest", str(path), "--embed"], env=env)
     assert ingested.exit_code == 0, ingested.output
     assert f"embedded 5 nodes for semantic search ({MINILM_SPEC})" in ingested.stderr
 
