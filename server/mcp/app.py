@@ -83,7 +83,7 @@ class ServerParts:
         store: MemoryStore | None,
         *,
         grants: dict[str, frozenset[str]] | None,
-        holder: RuntimeHolder | None = None,
+        holder: RuntimeHolder[Runtime] | None = None,
     ) -> None:
         """``holder``: the one the tools read (the stdio shell's); else each serving makes its own."""
         self.settings = settings
@@ -106,7 +106,7 @@ class ServerParts:
         return lifespan(self._store_lifespan) | lifespan(self._maintenance_lifespan)
 
     async def _store_lifespan(self, server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        holder = self.holder or RuntimeHolder()
+        holder: RuntimeHolder[Runtime] = self.holder or RuntimeHolder()
         self.live.holder = holder
         owned = self.store is None
         opened: list[MemoryStore] = []
@@ -124,7 +124,9 @@ class ServerParts:
                 for active in opened:
                     await active.close()
 
-    async def _open(self, holder: RuntimeHolder, opened: list[MemoryStore], queues: list[EmbeddingQueue]) -> None:
+    async def _open(
+        self, holder: RuntimeHolder[Runtime], opened: list[MemoryStore], queues: list[EmbeddingQueue]
+    ) -> None:
         """Open and initialize the store, start the embedding queue, then release the waiting calls."""
         try:
             active = self.settings.open_store() if self.store is None else self.store
@@ -176,7 +178,7 @@ class ServerParts:
                 await maintenance.shutdown(scheduler)
 
     async def _start_maintenance(
-        self, holder: RuntimeHolder, started: list[tuple[Maintenance, AsyncIOScheduler]]
+        self, holder: RuntimeHolder[Runtime], started: list[tuple[Maintenance, AsyncIOScheduler]]
     ) -> None:
         runtime = await holder.settled()
         if runtime is None:
@@ -238,7 +240,7 @@ def build_server(settings: Settings, store: MemoryStore | None = None, *, serves
     return server
 
 
-def equip_for_stdio(server: FastMCP, settings: Settings, holder: RuntimeHolder) -> Lifespan:
+def equip_for_stdio(server: FastMCP, settings: Settings, holder: RuntimeHolder[Runtime]) -> Lifespan:
     """Register the tools and their middleware on the running stdio shell; return the lifespans to enter.
 
     Over stdio no bearer token is ever asked for, and no HTTP route (``/health``,

@@ -46,7 +46,7 @@ class LiveServer:
     runtime: Runtime | None = None
     scheduler: AsyncIOScheduler | None = None
     scheduler_wanted: bool = True
-    holder: RuntimeHolder | None = None
+    holder: RuntimeHolder[Runtime] | None = None
 
     async def settled(self) -> None:
         """Wait until the store opened or failed to (no wait before the lifespan started)."""

@@ -27,7 +27,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 from fastmcp import FastMCP
@@ -38,10 +38,12 @@ from palimpsest.graph_schema.errors import StoreUnavailable
 from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
 
 if TYPE_CHECKING:
-    from palimpsest.server.mcp.tools import Runtime
     from palimpsest.server.settings import Settings
 
 logger = logging.getLogger("palimpsest.server")
+
+#: What the tools need (``tools.Runtime``), a type parameter so this module need not import it.
+RuntimeT = TypeVar("RuntimeT")
 
 #: Key of the lifespan context entry holding the `RuntimeHolder`.
 RUNTIME_KEY = "palimpsest"
@@ -77,7 +79,7 @@ def server_version() -> str:
         return "0"
 
 
-class RuntimeHolder:
+class RuntimeHolder(Generic[RuntimeT]):
     """The `Runtime` once the store is open, or why it could not open; tool calls wait on it.
 
     Settled once per serving: `ready` or `fail`. Every caller of `runtime` before then
@@ -87,10 +89,10 @@ class RuntimeHolder:
 
     def __init__(self) -> None:
         self._settled = asyncio.Event()
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeT | None = None
         self.error: str | None = None
 
-    def ready(self, runtime: Runtime) -> None:
+    def ready(self, runtime: RuntimeT) -> None:
         """The store is open: release every waiting call with ``runtime``."""
         self._runtime = runtime
         self._settled.set()
@@ -100,12 +102,12 @@ class RuntimeHolder:
         self.error = reason
         self._settled.set()
 
-    async def settled(self) -> Runtime | None:
+    async def settled(self) -> RuntimeT | None:
         """Wait until the store opened (its `Runtime`) or failed to (None)."""
         await self._settled.wait()
         return self._runtime
 
-    async def runtime(self) -> Runtime:
+    async def runtime(self) -> RuntimeT:
         """The `Runtime`, once the store is open.
 
         Raises:
@@ -142,7 +144,7 @@ def stdio_server(settings: Settings) -> FastMCP:
 
     @lifespan
     async def deferred(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        holder = RuntimeHolder()
+        holder: RuntimeHolder[Any] = RuntimeHolder()
         async with AsyncExitStack() as opened:
             task = asyncio.create_task(equip(server, settings, holder, until_equipped, opened))
             try:
@@ -163,7 +165,11 @@ def stdio_server(settings: Settings) -> FastMCP:
 
 
 async def equip(
-    server: FastMCP, settings: Settings, holder: RuntimeHolder, until_equipped: UntilEquipped, opened: AsyncExitStack
+    server: FastMCP,
+    settings: Settings,
+    holder: RuntimeHolder[Any],
+    until_equipped: UntilEquipped,
+    opened: AsyncExitStack,
 ) -> None:
     """Import the app, register its tools, then enter its lifespans on ``opened`` (which exits them)."""
     try:

@@ -161,7 +161,7 @@ def describe_invalid_arguments(error: PydanticValidationError) -> str:
 
 async def _runtime(ctx: Context) -> Runtime:
     """The `Runtime` once the store is open; raises StoreUnavailable if it could not open."""
-    holder: RuntimeHolder = ctx.lifespan_context[RUNTIME_KEY]
+    holder: RuntimeHolder[Runtime] = ctx.lifespan_context[RUNTIME_KEY]
     return await holder.runtime()
 
 
