@@ -7,9 +7,9 @@ as ``[ERROR] ... Server stderr``. The goal is an answer within 1.1x the time of 
 minimal FastMCP server (one tool, the same interpreter), on an existing store and on a
 new one, and no stderr line when nothing is wrong.
 
-Each run starts, in turn, the minimal server, then the real command as a client does
-(``serve --partition claude``) on an existing SQLite store and on a store that does not
-exist yet; each gets ``initialize``, and its answer is timed (wall clock, and the CPU
+Each run starts the minimal server and the real command as a client does (``serve
+--partition claude``) on an existing SQLite store and on a store that does not exist
+yet, in an order that turns from run to run; each gets ``initialize``, and its answer is timed (wall clock, and the CPU
 time the server had used by then, which a loaded machine sways far less). Palimpsest's
 servers then get one ``memory_stats`` call, timed from the start too (the store opens
 in the background, and the first call waits for it), before stdin is closed (the
@@ -127,15 +127,23 @@ def main() -> None:
         subprocess.run([str(args.palimpsest), "stats", "--store", existing], env=env, check=True, capture_output=True)
         serve = [str(args.palimpsest), "serve", "--partition", "claude", "--store"]
         for run in range(1, args.runs + 1):
-            starts[kinds[0]].append(one_start([sys.executable, "-c", MINIMAL_SERVER], env, "minimal", call=False))
-            starts[kinds[1]].append(one_start([*serve, existing], env, "palimpsest", call=True))
             new = f"sqlite:///{Path(scratch) / f'new-{run}.db'}"
-            starts[kinds[2]].append(one_start([*serve, new], env, "palimpsest", call=True))
+            commands = {
+                kinds[0]: ([sys.executable, "-c", MINIMAL_SERVER], "minimal"),
+                kinds[1]: ([*serve, existing], "palimpsest"),
+                kinds[2]: ([*serve, new], "palimpsest"),
+            }
+            # Each run starts them in another order, so none always follows the same one.
+            for kind in kinds[run % 3 :] + kinds[: run % 3]:
+                command, name = commands[kind]
+                starts[kind].append(one_start(command, env, name, call=name == "palimpsest"))
     table = Table(title=f"palimpsest serve (stdio): time to the initialize answer, median of {args.runs} runs")
-    columns = ("server", "initialize (s)", "x minimal", "server CPU to answer (s)", "first call (s)", "stderr lines")
+    columns = ("server", "initialize (s)", "x minimal", "server CPU to answer (s)", "CPU x minimal", "first call (s)")
+    columns += ("stderr lines",)
     for column in columns:
         table.add_column(column, justify="right")
     baseline = statistics.median(start.answered for start in starts[kinds[0]])
+    baseline_cpu = statistics.median(start.cpu for start in starts[kinds[0]])
     for kind in kinds:
         answered = statistics.median(start.answered for start in starts[kind])
         cpu = statistics.median(start.cpu for start in starts[kind])
@@ -145,6 +153,7 @@ def main() -> None:
             f"{answered:.3f}",
             f"{answered / baseline:.2f}",
             f"{cpu:.2f}",
+            f"{cpu / baseline_cpu:.2f}",
             f"{statistics.median(calls):.3f}" if calls else "",
             str(max(len(start.stderr_lines) for start in starts[kind])),
         )

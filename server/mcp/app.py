@@ -70,8 +70,9 @@ class ServerParts:
     """What one server's lifespans and tools share, and the lifespans themselves.
 
     The store lifespan opens the store in a background task and yields at once, so the
-    server answers ``initialize`` (and ``/health``, with 503) while the store is being
-    opened, created or migrated; tool calls wait for it in the `RuntimeHolder`. The
+    server answers ``initialize`` while the store is being opened, created or migrated;
+    tool calls wait for it in the `RuntimeHolder` (the HTTP app waits for it before it
+    serves: ``http_app.py``). The
     maintenance lifespan, composed after it, starts the scheduler once the store is
     open and stops it first on the way out; the store lifespan then stops the
     embedding queue and closes the store, in ``finally``.
