@@ -6,7 +6,7 @@ the lock (SQLite's busy timeout) until that process lets go. Each test records t
 order of what happened (the handshake answered, the call sent, the lock released, the
 call answered) and asserts on that order and on the answers' content, never on how long
 anything took. A store that cannot open at all (its folder is a file) gives every tool
-call the same one line, logged once, while the process keeps answering.
+call and resource read the same one line, logged once, while the process keeps answering.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 from palimpsest.server.mcp.app import build_server
 from palimpsest.server.settings import Settings
@@ -209,10 +210,13 @@ async def test_in_memory_store_that_cannot_open_fails_every_call(tmp_path: Path)
             with pytest.raises(ToolError) as raised:
                 await session.call_tool(tool, arguments)
             messages.append(str(raised.value))
+        with pytest.raises(MCPError) as unread:
+            await session.read_resource("palimpsest://threads/t/dag")
         listed = await session.list_tools()
     assert len(listed) >= 10
     assert len(set(messages)) == 1
     assert messages[0].startswith("store unavailable: could not open the store: ")
+    assert str(unread.value) == messages[0]
 
 
 async def test_health_names_why_the_store_did_not_open(tmp_path: Path) -> None:
