@@ -251,9 +251,10 @@ def equip_for_stdio(server: FastMCP, settings: Settings, holder: RuntimeHolder[R
     Raises:
         InvalidInput: if ``PALIMPSEST_EMBEDDER`` names no embedder.
     """
+    # The tools first: should the settings fail here, every call answers why.
+    register_tools(server)
     parts = ServerParts(settings, None, grants=None, holder=holder)
     server.middleware[1:1] = parts.middleware()
-    register_tools(server)
     return parts.lifespans()
 
 

@@ -34,7 +34,7 @@ from fastmcp import FastMCP
 from fastmcp.server.lifespan import lifespan
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 
-from palimpsest.graph_schema.errors import StoreUnavailable
+from palimpsest.graph_schema.errors import PalimpsestError, StoreUnavailable
 from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
 
 if TYPE_CHECKING:
@@ -177,6 +177,12 @@ async def equip(
         # every switch interval, so the handshake is answered meanwhile.
         app = await asyncio.to_thread(importlib.import_module, "palimpsest.server.mcp.app")
         lifespans = app.equip_for_stdio(server, settings, holder)
+    except PalimpsestError as exc:
+        # A setting the tools cannot work with (an unknown embedder, say): one line, once.
+        reason = f"the server cannot serve its tools: {one_line(exc)}"
+        logger.error("%s", reason)
+        holder.fail(reason)
+        return
     except Exception as exc:
         logger.exception("the server could not load its tools")
         holder.fail(f"the server could not load its tools: {one_line(exc)}")

@@ -148,8 +148,8 @@ def rpc(method: str, request_id: int | None = None, **params: Any) -> str:
     return json.dumps(message) + "\n"
 
 
-def test_stdio_store_that_cannot_open_fails_every_call_in_one_line(tmp_path: Path) -> None:
-    store = unopenable(tmp_path)
+def serve_and_ask(store: str, env: dict[str, str]) -> tuple[dict[int, dict[str, Any]], str]:
+    """Over stdio: initialize, ping, two tool calls, tools/list; every reply by id, and stderr."""
     requests = (
         rpc(
             "initialize",
@@ -170,7 +170,7 @@ def test_stdio_store_that_cannot_open_fails_every_call_in_one_line(tmp_path: Pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=server_env(),
+        env=env,
     )
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(requests)
@@ -187,18 +187,39 @@ def test_stdio_store_that_cannot_open_fails_every_call_in_one_line(tmp_path: Pat
     _, stderr = process.communicate(timeout=CALL_SECONDS)
     assert process.returncode == 0, stderr
     assert replies[1]["result"]["serverInfo"]["name"] == "palimpsest"
+    assert replies[5]["result"] == {}
+    assert len(replies[4]["result"]["tools"]) >= 10
+    return replies, stderr
+
+
+def call_errors(replies: dict[int, dict[str, Any]]) -> list[str]:
+    """The one error line of each of the two tool calls."""
     errors = []
     for call in (2, 3):
         result = replies[call]["result"]
         assert result["isError"] is True
         [content] = result["content"]
+        assert "\n" not in content["text"]
         errors.append(content["text"])
+    return errors
+
+
+def test_stdio_store_that_cannot_open_fails_every_call_in_one_line(tmp_path: Path) -> None:
+    replies, stderr = serve_and_ask(unopenable(tmp_path), server_env())
+    errors = call_errors(replies)
     assert errors[0] == errors[1]
     assert errors[0].startswith("store unavailable: could not open the store: cannot create the SQLite database ")
-    assert "\n" not in errors[0]
-    assert len(replies[4]["result"]["tools"]) >= 10
-    assert replies[5]["result"] == {}
     logged = [line for line in stderr.splitlines() if "could not open the store" in line]
+    assert len(logged) == 1, stderr
+
+
+def test_stdio_unknown_embedder_fails_every_call_in_one_line(tmp_path: Path) -> None:
+    replies, stderr = serve_and_ask(f"sqlite:///{tmp_path / 'm.db'}", server_env(PALIMPSEST_EMBEDDER="nonesuch"))
+    errors = call_errors(replies)
+    assert errors[0] == errors[1]
+    assert errors[0].startswith("store unavailable: the server cannot serve its tools: ")
+    assert "nonesuch" in errors[0]
+    logged = [line for line in stderr.splitlines() if "cannot serve its tools" in line]
     assert len(logged) == 1, stderr
 
 
