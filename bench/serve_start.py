@@ -1,17 +1,20 @@
-"""How fast ``palimpsest serve`` answers ``initialize`` over stdio, and what it prints on stderr meanwhile.
+"""How fast ``palimpsest serve`` answers ``initialize`` over stdio, against a minimal FastMCP server.
 
-An agent starts its own stdio server for every session, and ``claude mcp list`` starts
-each one just to see it answer: the handshake is on the user's path, and whatever the
-server writes on stderr shows in Claude Code's log as ``[ERROR] ... Server stderr``. The
-goal is an answer in under 1 s on an unloaded machine and no stderr line when nothing is
-wrong.
+An agent starts its own stdio server for every session and waits for its ``initialize``
+answer, and ``claude mcp list`` starts each one just to see it answer: the handshake is
+on the user's path, and whatever the server writes on stderr shows in Claude Code's log
+as ``[ERROR] ... Server stderr``. The goal is an answer within 1.1x the time of a
+minimal FastMCP server (one tool, the same interpreter), on an existing store and on a
+new one, and no stderr line when nothing is wrong.
 
-The benchmark starts the real command as a client does (``serve --partition claude`` on
-a fresh SQLite store), sends ``initialize`` and times its answer (wall clock, and the CPU
-time the server had used by then, which a loaded machine sways far less), then closes
-stdin (the server exits) and counts its stderr lines, ``--runs`` times. A bare ``python -c pass`` in
-the same run is the baseline for process start, since these machines are noisy. Run by
-hand:
+Each run starts the minimal server and the real command as a client does (``serve
+--partition claude``) on an existing SQLite store and on a store that does not exist
+yet, in an order that turns from run to run; each gets ``initialize``, and its answer is timed (wall clock, and the CPU
+time the server had used by then, which a loaded machine sways far less). Palimpsest's
+servers then get one ``memory_stats`` call, timed from the start too (the store opens
+in the background, and the first call waits for it), before stdin is closed (the
+server exits) and its stderr lines counted. Ratios are of medians, measured in the same
+run, since these machines are noisy. Run by hand:
 
     .venv/bin/python bench/serve_start.py --runs 5
 
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -48,8 +52,36 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_start(command: list[str], env: dict[str, str]) -> tuple[float, float, list[str]]:
-    """Seconds to the ``initialize`` answer, CPU seconds the server spent on it, its stderr lines."""
+#: The baseline: the smallest FastMCP server with one tool, served over stdio.
+MINIMAL_SERVER = """
+from fastmcp import FastMCP
+
+server = FastMCP("minimal")
+
+
+@server.tool
+def echo(text: str) -> str:
+    return text
+
+
+server.run(show_banner=False)
+"""
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+FIRST_CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "memory_stats", "arguments": {}}}
+
+
+@dataclass
+class Start:
+    """One server start: seconds to the initialize answer, server CPU by then, to the first call's answer."""
+
+    answered: float
+    cpu: float
+    first_call: float | None
+    stderr_lines: list[str]
+
+
+def one_start(command: list[str], env: dict[str, str], name: str, *, call: bool) -> Start:
+    """Start ``command``, time its ``initialize`` answer (and, with ``call``, a first ``memory_stats``)."""
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
@@ -60,6 +92,14 @@ def one_start(command: list[str], env: dict[str, str]) -> tuple[float, float, li
     answer = process.stdout.readline()
     elapsed = time.perf_counter() - started
     cpu = cpu_seconds(process.pid)
+    first_call: float | None = None
+    if call and answer:
+        process.stdin.write(json.dumps(INITIALIZED) + "\n" + json.dumps(FIRST_CALL) + "\n")
+        process.stdin.flush()
+        reply = json.loads(process.stdout.readline() or "{}")
+        if reply.get("result", {}).get("isError", True):
+            raise SystemExit(f"the first tool call failed: {reply}")
+        first_call = time.perf_counter() - started
     process.stdin.close()
     process.stdin = None  # closed: the server sees end of input and exits
     try:
@@ -69,15 +109,9 @@ def one_start(command: list[str], env: dict[str, str]) -> tuple[float, float, li
         _, stderr = process.communicate()
     if not answer:
         raise SystemExit(f"the server did not answer initialize; its stderr:\n{stderr}")
-    if json.loads(answer)["result"]["serverInfo"]["name"] != "palimpsest":
-        raise SystemExit(f"not Palimpsest's answer: {answer}")
-    return elapsed, cpu, [line for line in stderr.splitlines() if line.strip()]
-
-
-def baseline() -> float:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return time.perf_counter() - started
+    if json.loads(answer)["result"]["serverInfo"]["name"] != name:
+        raise SystemExit(f"not {name}'s answer: {answer}")
+    return Start(elapsed, cpu, first_call, [line for line in stderr.splitlines() if line.strip()])
 
 
 def main() -> None:
@@ -85,32 +119,49 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--palimpsest", type=Path, default=PALIMPSEST, help="the console script to time")
     args = parser.parse_args()
-    table = Table(title="palimpsest serve (stdio): time to the initialize answer")
-    columns = ("run", "python -c pass (s)", "initialize answered (s)", "server CPU to answer (s)", "stderr lines")
-    for column in columns:
-        table.add_column(column, justify="right")
+    kinds = ("minimal FastMCP", "existing store", "new store")
+    starts: dict[str, list[Start]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as scratch:
         env = {key: value for key, value in os.environ.items() if not key.startswith("PALIMPSEST_")}
-        env["PALIMPSEST_STORE"] = f"sqlite:///{Path(scratch) / 'memory.db'}"
-        command = [str(args.palimpsest), "serve", "--partition", "claude"]
-        starts: list[float] = []
-        cpus: list[float] = []
-        bases: list[float] = []
-        lines: list[str] = []
+        existing = f"sqlite:///{Path(scratch) / 'existing.db'}"
+        subprocess.run([str(args.palimpsest), "stats", "--store", existing], env=env, check=True, capture_output=True)
+        serve = [str(args.palimpsest), "serve", "--partition", "claude", "--store"]
         for run in range(1, args.runs + 1):
-            bases.append(baseline())
-            elapsed, cpu, lines = one_start(command, env)
-            starts.append(elapsed)
-            cpus.append(cpu)
-            table.add_row(str(run), f"{bases[-1]:.3f}", f"{elapsed:.3f}", f"{cpu:.2f}", str(len(lines)))
-        medians = (statistics.median(bases), statistics.median(starts), statistics.median(cpus))
-        table.add_row("median", f"{medians[0]:.3f}", f"{medians[1]:.3f}", f"{medians[2]:.2f}", "", end_section=True)
+            new = f"sqlite:///{Path(scratch) / f'new-{run}.db'}"
+            commands = {
+                kinds[0]: ([sys.executable, "-c", MINIMAL_SERVER], "minimal"),
+                kinds[1]: ([*serve, existing], "palimpsest"),
+                kinds[2]: ([*serve, new], "palimpsest"),
+            }
+            # Each run starts them in another order, so none always follows the same one.
+            for kind in kinds[run % 3 :] + kinds[: run % 3]:
+                command, name = commands[kind]
+                starts[kind].append(one_start(command, env, name, call=name == "palimpsest"))
+    table = Table(title=f"palimpsest serve (stdio): time to the initialize answer, median of {args.runs} runs")
+    columns = ("server", "initialize (s)", "x minimal", "server CPU to answer (s)", "CPU x minimal", "first call (s)")
+    columns += ("stderr lines",)
+    for column in columns:
+        table.add_column(column, justify="right")
+    baseline = statistics.median(start.answered for start in starts[kinds[0]])
+    baseline_cpu = statistics.median(start.cpu for start in starts[kinds[0]])
+    for kind in kinds:
+        answered = statistics.median(start.answered for start in starts[kind])
+        cpu = statistics.median(start.cpu for start in starts[kind])
+        calls = [start.first_call for start in starts[kind] if start.first_call is not None]
+        table.add_row(
+            kind,
+            f"{answered:.3f}",
+            f"{answered / baseline:.2f}",
+            f"{cpu:.2f}",
+            f"{cpu / baseline_cpu:.2f}",
+            f"{statistics.median(calls):.3f}" if calls else "",
+            str(max(len(start.stderr_lines) for start in starts[kind])),
+        )
     console = Console()
     console.print(table)
-    ratio = statistics.median(starts) / statistics.median(bases)
-    console.print(f"initialize answered in {ratio:.1f}x a bare interpreter's start")
-    for line in lines:
-        console.print(f"stderr (last run): {line}", markup=False)
+    for kind in kinds[1:]:
+        for line in starts[kind][-1].stderr_lines:
+            console.print(f"stderr ({kind}, last run): {line}", markup=False)
 
 
 if __name__ == "__main__":

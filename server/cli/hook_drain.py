@@ -37,12 +37,15 @@ from palimpsest.server.feeds.spool import (
     DrainLock,
     Spool,
     appending,
+    drainer_running,
     first_line,
     kept,
     log_error,
+    pending,
     read_payload,
     remove_first,
     spool_for,
+    start_drainer,
 )
 from palimpsest.server.store_settings import StoreSettings, invalid_configuration, on_store
 
@@ -139,17 +142,26 @@ async def drain(store: MemoryStore, spool: Spool, *, wait: bool) -> int:
         lock.release()
 
 
-def spool_step(store: MemoryStore, uri: str) -> EvolutionStep:
+def spool_step(store: MemoryStore, uri: str, *, in_process: bool = True) -> EvolutionStep:
     """An evolution step draining the spool of the store at ``uri``, first in the tick, so the rest sees every turn.
 
     Why: a drainer that could not start (no process left, a crash before its first
     payload) leaves turns queued until a hook starts the next; the server's ticks and
-    ``palimpsest maintain`` store them anyway.
+    ``palimpsest maintain`` store them anyway. ``maintain`` drains in its own process
+    (``in_process``); a server starts the detached drainer instead, since draining sets
+    each payload's environment and working directory for the time it runs, which the
+    server's other coroutines must not see.
     """
     from palimpsest.scheduler.maintenance import EvolutionStep
 
     async def run(pause: Pause) -> int:
-        return await drain(store, spool_for(uri), wait=False)
+        spool = spool_for(uri)
+        if in_process:
+            return await drain(store, spool, wait=False)
+        waiting = pending(spool)
+        if waiting and not drainer_running(spool):
+            start_drainer(uri)
+        return waiting
 
     return EvolutionStep("hook_spool", run)
 

@@ -6,7 +6,8 @@ set-up, portability) and has typer assemble all of them; the hook needs none of 
 nor typer itself. So a plain ``hook AGENT [flags]`` call runs
 ``palimpsest.server.cli.hook_command`` directly; the rest of ``hook ...`` (``--help``, an
 unknown agent or flag) runs the typer hook group alone, which answers it; every other
-command runs the full app.
+command runs the full app, but ``serve``, which runs its own command alone
+(``palimpsest.server.cli.serve``) for the same reason: an agent starts one per session.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ def main() -> None:
         # An agent starts a server for every session and waits for its initialize answer:
         # the cycle collector would walk, again and again, the classes and schemas the MCP
         # SDK builds on import (about a tenth of the start), to free nothing. `run_server` turns
-        # it back on once the server is built.
+        # it back on once the server is built. Only the serve command is built, not the full app.
         gc.disable()
+        from palimpsest.server.cli.serve import serve_app
+
+        serve_app(args=sys.argv[2:], prog_name="palimpsest serve")
+        return
     from palimpsest.server.cli.main import app
 
     app()

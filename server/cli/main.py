@@ -21,7 +21,6 @@ import logging
 import signal
 import socket
 import sys
-from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -33,6 +32,7 @@ from palimpsest.server.cli import dag as cli_dag
 from palimpsest.server.cli import feed as cli_feed
 from palimpsest.server.cli import portability as cli_portability
 from palimpsest.server.cli import search as cli_search
+from palimpsest.server.cli import serve as cli_serve
 from palimpsest.server.cli import setup as cli_setup
 from palimpsest.server.cli.support import (
     AllPartitionsOption,
@@ -45,7 +45,6 @@ from palimpsest.server.cli.support import (
     run_command,
     settings_from_flags,
 )
-from palimpsest.server.mcp.logs import LogFormat
 from palimpsest.server.settings import Settings
 
 app = typer.Typer(
@@ -55,13 +54,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-
-
-class Transport(StrEnum):
-    """How ``serve`` talks to MCP clients."""
-
-    stdio = "stdio"
-    http = "http"
 
 
 def stats(
@@ -138,34 +130,6 @@ def doctor(
             where = f"{breach.thread_id}/{breach.node_id}" if breach.node_id else breach.thread_id
             typer.echo(f"breach of invariant {breach.invariant} in {where}: {breach.message}", err=True)
         raise typer.Exit(1)
-
-
-def serve(
-    transport: Annotated[
-        Transport, typer.Option("--transport", help="stdio for an IDE, http for a network.")
-    ] = Transport.stdio,
-    host: Annotated[str, typer.Option("--host", help="Address the http transport listens on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port of the http transport.")] = 8765,
-    partition: Annotated[
-        str | None,
-        typer.Option("--partition", metavar="NAME", help="Partition to write to; else from the MCP client's name."),
-    ] = None,
-    store: StoreOption = None,
-    log_format: Annotated[
-        LogFormat, typer.Option("--log-format", help="Log lines on stderr: text, or json (one object a line).")
-    ] = LogFormat.text,
-) -> None:
-    """Run the MCP server (stdio for one IDE, http to share one process; http also serves /ui and /health).
-
-    Example: palimpsest serve --transport http --port 8765 --store bolt://127.0.0.1:7687
-    """
-    from palimpsest.server.mcp.app import run_server
-
-    settings = settings_from_flags(store, partition)
-    try:
-        run_server(settings, transport=transport.value, host=host, port=port, log_format=log_format)
-    except PalimpsestError as exc:
-        raise fail(str(exc)) from None
 
 
 def ui(
@@ -310,7 +274,7 @@ app.command()(cli_dag.describe)
 app.command()(cli_dag.expand)
 app.command()(doctor)
 app.command()(cli_search.grep)
-app.command()(serve)
+app.command()(cli_serve.serve)
 app.command()(ui)
 app.command()(maintain)
 app.command()(cli_search.kg)

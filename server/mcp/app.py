@@ -1,9 +1,12 @@
 """The FastMCP application: a factory that wires settings, store and tools, and how to run it.
 
 `build_server` makes a fresh server for each caller (tests pass their own store), never a
-module-global one. Its lifespan opens the store, initializes the schema, and closes the
-store in ``finally``; composed after it, the maintenance lifespan runs the background
-jobs (unless ``PALIMPSEST_SCHEDULER=off``) and stops them first on the way out. Every
+module-global one. Its lifespan opens the store and initializes the schema in a background
+task, so the server answers before the store is ready (tool calls wait for it), and
+closes the store in ``finally``; composed after it, the maintenance lifespan runs the
+background jobs once the store is open (unless ``PALIMPSEST_SCHEDULER=off``) and stops
+them first on the way out. Over stdio, `equip_for_stdio` adds the same tools and
+lifespans to the bare server ``starting.py`` answered ``initialize`` with. Every
 tool call holds the foreground gate, so background work yields to it, and is counted
 and timed (``metrics.py``). `run_server` serves it over stdio (one IDE, the default) or
 streamable HTTP (shared; bearer tokens bound to partitions, or loopback only), where
@@ -14,6 +17,7 @@ the same app also answers ``/health`` (``health.py``) and serves the viewer at `
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import ipaddress
 import logging
@@ -23,16 +27,14 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import Any
 
-import anyio
 import mcp_types
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from fastmcp import FastMCP
 from fastmcp.resources.base import ResourceResult
-from fastmcp.server.lifespan import lifespan
+from fastmcp.server.lifespan import Lifespan, lifespan
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 
@@ -49,37 +51,165 @@ from palimpsest.server.mcp.http_app import GuardedFastMCP, is_wildcard
 from palimpsest.server.mcp.logs import LogFormat, log_to_stderr
 from palimpsest.server.mcp.metrics import CallMetrics, ToolMetrics
 from palimpsest.server.mcp.partitions import PartitionTokenVerifier, load_token_grants
-from palimpsest.server.mcp.stdio import run_stdio
-from palimpsest.server.mcp.tools import RUNTIME_KEY, ArgumentErrors, Runtime, register_tools
+from palimpsest.server.mcp.starting import (
+    GIL_SWITCH_SECONDS,
+    INSTRUCTIONS,
+    RUNTIME_KEY,
+    RuntimeHolder,
+    one_line,
+    run_stdio_server,
+    server_version,
+)
+from palimpsest.server.mcp.tools import ArgumentErrors, Runtime, register_tools
 from palimpsest.server.settings import Settings
 from palimpsest.server.ui.routes import register_ui
 
 logger = logging.getLogger("palimpsest.server")
 
-#: How long the event loop's thread may keep the GIL while a store thread waits for it.
-#: SQLite work runs in worker threads that give the GIL up around every step of a query
-#: (every row) and must then wait for it; Python's default of 5 ms per handover made a
-#: read of a few hundred rows wait most of a second behind a busy event loop. At 0.5 ms,
-#: ``bench/load.py`` (32 HTTP clients, SQLite) answered about a quarter more calls a
-#: second, with lower p99s, for a few percent more CPU per call.
-GIL_SWITCH_SECONDS = 0.0005
 
-INSTRUCTIONS = (
-    "Palimpsest keeps every message of your conversations and folds old ones into "
-    "summaries that expand back byte for byte. append_messages stores messages; "
-    "grep_memories finds words, a regex or (semantic mode) meaning (each hit's covered_by names the summaries "
-    "folding it); describe_summary and expand_summary open a summary; get_summary_dag "
-    "shows a thread's summaries; compact_thread folds old messages now; memory_stats counts. "
-    "recall answers what memory knows about a topic across threads (facts, summaries, messages); "
-    "kg turns a thread's fact layer on or off and shows its facts by topic."
-)
+class ServerParts:
+    """What one server's lifespans and tools share, and the lifespans themselves.
 
+    The store lifespan opens the store in a background task and yields at once, so the
+    server answers ``initialize`` while the store is being opened, created or migrated;
+    tool calls wait for it in the `RuntimeHolder` (the HTTP app waits for it before it
+    serves: ``http_app.py``). The
+    maintenance lifespan, composed after it, starts the scheduler once the store is
+    open and stops it first on the way out; the store lifespan then stops the
+    embedding queue and closes the store, in ``finally``.
+    """
 
-def _version() -> str:
-    try:
-        return version("palimpsest-memory")
-    except PackageNotFoundError:
-        return "0"
+    def __init__(
+        self,
+        settings: Settings,
+        store: MemoryStore | None,
+        *,
+        grants: dict[str, frozenset[str]] | None,
+        holder: RuntimeHolder[Runtime] | None = None,
+    ) -> None:
+        """``holder``: the one the tools read (the stdio shell's); else each serving makes its own."""
+        self.settings = settings
+        self.store = store
+        self.grants = grants
+        self.holder = holder
+        self.summarizer = make_summarizer(settings.llm)
+        # One embedder per process; a local model loads on first use, in the background.
+        self.embedder = make_embedder(settings.embedder, settings.llm)
+        self.gate = ForegroundGate(background_share=settings.background_share)
+        self.metrics = ToolMetrics()
+        self.live = LiveServer(scheduler_wanted=settings.scheduler)
+
+    def middleware(self) -> list[Middleware]:
+        """Each tool call counted and timed, holding the foreground gate, its argument errors in one line."""
+        return [CallMetrics(self.metrics), ForegroundFirst(self.gate), ArgumentErrors()]
+
+    def lifespans(self) -> Lifespan:
+        """The store lifespan, then the maintenance lifespan."""
+        return lifespan(self._store_lifespan) | lifespan(self._maintenance_lifespan)
+
+    async def _store_lifespan(self, server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        holder: RuntimeHolder[Runtime] = self.holder or RuntimeHolder()
+        self.live.holder = holder
+        owned = self.store is None
+        opened: list[MemoryStore] = []
+        queues: list[EmbeddingQueue] = []
+        task = asyncio.create_task(self._open(holder, opened, queues))
+        try:
+            yield {RUNTIME_KEY: holder}
+        finally:
+            self.live.runtime = None
+            task.cancel()
+            await asyncio.wait([task])
+            for queue in queues:
+                await queue.stop()
+            if owned:
+                for active in opened:
+                    await active.close()
+
+    async def _open(
+        self, holder: RuntimeHolder[Runtime], opened: list[MemoryStore], queues: list[EmbeddingQueue]
+    ) -> None:
+        """Open and initialize the store, start the embedding queue, then release the waiting calls."""
+        try:
+            active = self.settings.open_store() if self.store is None else self.store
+            opened.append(active)
+            await active.initialize()
+        except Exception as exc:
+            # Logged once here; every tool call then answers this line.
+            reason = f"could not open the store: {one_line(exc)}"
+            logger.error("%s", reason)
+            holder.fail(reason)
+            return
+        logger.info("serving the %s store", active.kind)
+        embedding: EmbeddingQueue | None = None
+        if self.embedder is not None:
+            embedding = EmbeddingQueue(active, self.embedder, pause=self.gate.wait_idle)
+            queues.append(embedding)
+            embedding.start()
+            logger.info("semantic search on with %s", self.embedder.name)
+        runtime = Runtime(
+            store=active,
+            settings=self.settings,
+            summarizer=self.summarizer,
+            tokens_required=self.grants is not None,
+            embedder=self.embedder,
+            embedding=embedding,
+            metrics=self.metrics,
+        )
+        self.live.runtime = runtime
+        holder.ready(runtime)
+
+    # -- maintenance: the background loop, started once the store is open, stopped before it --
+
+    async def _maintenance_lifespan(self, server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        if not self.settings.scheduler:
+            logger.info("background maintenance is off in this process")
+            yield {}
+            return
+        holder = self.live.holder
+        assert holder is not None  # set by the store lifespan, entered first
+        started: list[tuple[Maintenance, AsyncIOScheduler]] = []
+        task = asyncio.create_task(self._start_maintenance(holder, started))
+        try:
+            yield {}
+        finally:
+            self.live.scheduler = None
+            task.cancel()
+            await asyncio.wait([task])
+            for maintenance, scheduler in started:
+                await maintenance.shutdown(scheduler)
+
+    async def _start_maintenance(
+        self, holder: RuntimeHolder[Runtime], started: list[tuple[Maintenance, AsyncIOScheduler]]
+    ) -> None:
+        runtime = await holder.settled()
+        if runtime is None:
+            logger.info("background maintenance is off: the store did not open")
+            return
+        settings = self.settings
+        maintenance = Maintenance(
+            runtime.store,
+            settings.maintenance,
+            self.summarizer,
+            gate=self.gate,
+            steps=[
+                # A detached drainer stores queued hook turns: run here, the payloads' own
+                # environment and working directory would be seen by every other coroutine.
+                spool_step(runtime.store, settings.store, in_process=False),
+                *evolution_steps(runtime.store, self.embedder, settings.store_budget, facts=settings.facts),
+            ],
+        )
+        scheduler = AsyncIOScheduler()
+        maintenance.start(scheduler)
+        scheduler.start()
+        started.append((maintenance, scheduler))
+        self.live.scheduler = scheduler
+        logger.info(
+            "background maintenance on as %s: compaction every %ds, evolution every %ds",
+            maintenance.holder,
+            settings.compaction_interval,
+            settings.evolution_interval,
+        )
 
 
 def build_server(settings: Settings, store: MemoryStore | None = None, *, serves_mcp: bool = True) -> FastMCP:
@@ -98,91 +228,40 @@ def build_server(settings: Settings, store: MemoryStore | None = None, *, serves
             ``PALIMPSEST_EMBEDDER`` names no embedder.
     """
     grants = load_token_grants(settings.tokens_file) if settings.tokens_file is not None else None
-    summarizer = make_summarizer(settings.llm)
-    # One embedder per process; a local model loads on first use, in the background.
-    embedder = make_embedder(settings.embedder, settings.llm)
-    gate = ForegroundGate(background_share=settings.background_share)
-    metrics = ToolMetrics()
-    live = LiveServer(scheduler_wanted=settings.scheduler)
-
-    @lifespan
-    async def store_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        owned = store is None
-        active = settings.open_store() if store is None else store
-        embedding: EmbeddingQueue | None = None
-        try:
-            await active.initialize()
-            logger.info("serving the %s store", active.kind)
-            if embedder is not None:
-                embedding = EmbeddingQueue(active, embedder, pause=gate.wait_idle)
-                embedding.start()
-                logger.info("semantic search on with %s", embedder.name)
-            live.runtime = Runtime(
-                store=active,
-                settings=settings,
-                summarizer=summarizer,
-                tokens_required=grants is not None,
-                embedder=embedder,
-                embedding=embedding,
-                metrics=metrics,
-            )
-            yield {RUNTIME_KEY: live.runtime}
-        finally:
-            live.runtime = None
-            if embedding is not None:
-                await embedding.stop()
-            if owned:
-                await active.close()
-
-    # -- maintenance: the background loop, composed after the store, stopped before it --
-
-    @lifespan
-    async def maintenance_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        if not settings.scheduler or live.runtime is None:
-            logger.info("background maintenance is off in this process")
-            yield {}
-            return
-        maintenance = Maintenance(
-            live.runtime.store,
-            settings.maintenance,
-            summarizer,
-            gate=gate,
-            steps=[
-                spool_step(live.runtime.store, settings.store),
-                *evolution_steps(live.runtime.store, embedder, settings.store_budget, facts=settings.facts),
-            ],
-        )
-        scheduler = AsyncIOScheduler()
-        maintenance.start(scheduler)
-        scheduler.start()
-        live.scheduler = scheduler
-        logger.info(
-            "background maintenance on as %s: compaction every %ds, evolution every %ds",
-            maintenance.holder,
-            settings.compaction_interval,
-            settings.evolution_interval,
-        )
-        try:
-            yield {}
-        finally:
-            live.scheduler = None
-            await maintenance.shutdown(scheduler)
-
+    parts = ServerParts(settings, store, grants=grants)
     server = GuardedFastMCP(
         "palimpsest",
         allowed_hosts=settings.allowed_hosts,
         serves_mcp=serves_mcp,
+        store_settled=parts.live.settled,
         instructions=INSTRUCTIONS,
-        version=_version(),
-        lifespan=store_lifespan | maintenance_lifespan,
+        version=server_version(),
+        lifespan=parts.lifespans(),
         auth=PartitionTokenVerifier(grants) if grants is not None else None,
-        middleware=[CallMetrics(metrics), ForegroundFirst(gate), ArgumentErrors()],
+        middleware=parts.middleware(),
         mask_error_details=True,
     )
     register_tools(server)
-    register_health(server, live)
-    register_ui(server, live, grants)
+    register_health(server, parts.live)
+    register_ui(server, parts.live, grants)
     return server
+
+
+def equip_for_stdio(server: FastMCP, settings: Settings, holder: RuntimeHolder[Runtime]) -> Lifespan:
+    """Register the tools and their middleware on the running stdio shell; return the lifespans to enter.
+
+    Over stdio no bearer token is ever asked for, and no HTTP route (``/health``,
+    ``/ui``) is served, so neither is set up. The middleware go after the shell's own
+    `UntilEquipped`, in `build_server`'s order.
+
+    Raises:
+        InvalidInput: if ``PALIMPSEST_EMBEDDER`` names no embedder.
+    """
+    # The tools first: should the settings fail here, every call answers why.
+    register_tools(server)
+    parts = ServerParts(settings, None, grants=None, holder=holder)
+    server.middleware[1:1] = parts.middleware()
+    return parts.lifespans()
 
 
 class ForegroundFirst(Middleware):
@@ -246,15 +325,13 @@ def run_server(
         InvalidInput: for an unknown transport, a malformed tokens file, or an
             unauthenticated HTTP server asked to listen beyond loopback.
     """
-    log_to_stderr(log_format, logging.WARNING if transport == "stdio" else logging.INFO)
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     if transport == "stdio":
-        server = build_server(settings)
-        gc.enable()  # off while the console script imported and built the server
-        anyio.run(run_stdio, server)
+        run_stdio_server(settings, log_format)
         return
     if transport != "http":
         raise InvalidInput(f"unknown transport {transport!r}: use stdio or http")
+    log_to_stderr(log_format, logging.INFO)
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     if settings.tokens_file is None:
         if not is_loopback(host):
             raise InvalidInput(

@@ -1,6 +1,7 @@
 """``/health``: whether this server can do its work now, for a load balancer or a container engine.
 
-Healthy means the store answers (within ``PROBE_SECONDS``, so a store that hangs reads as
+Healthy means the store is open (it opens in the background as the server starts: until
+then the answer is 503, ``not open``) and answers (within ``PROBE_SECONDS``, so a store that hangs reads as
 gone rather than stalling the probe), and the maintenance scheduler runs when settings
 ask for it. Every request probes afresh: nothing is cached, so the answer turns
 unhealthy on the first request after the store goes away and healthy again on the
@@ -26,6 +27,7 @@ from palimpsest.graph_schema.models import MaintenanceCycle, UtcDatetime
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
+    from palimpsest.server.mcp.starting import RuntimeHolder
     from palimpsest.server.mcp.tools import Runtime
 
 #: Seconds the store has to answer the probe before it counts as unreachable.
@@ -36,13 +38,20 @@ PROBE_SECONDS = 1.5
 class LiveServer:
     """What the lifespans opened, for the HTTP routes that run outside an MCP call.
 
-    The store lifespan fills ``runtime``, the maintenance lifespan ``scheduler``; both
+    The store lifespan sets ``holder`` as it starts and fills ``runtime`` once the store
+    is open (in the background), the maintenance lifespan ``scheduler`` after that; both
     are cleared again on the way out, so a route never uses a closed store.
     """
 
     runtime: Runtime | None = None
     scheduler: AsyncIOScheduler | None = None
     scheduler_wanted: bool = True
+    holder: RuntimeHolder[Runtime] | None = None
+
+    async def settled(self) -> None:
+        """Wait until the store opened or failed to (no wait before the lifespan started)."""
+        if self.holder is not None:
+            await self.holder.settled()
 
 
 class LastCycle(BaseModel):
@@ -72,7 +81,8 @@ async def check_health(live: LiveServer, *, now: datetime) -> Health:
         scheduler = "running" if live.scheduler is not None and live.scheduler.running else "stopped"
     runtime = live.runtime
     if runtime is None:
-        return Health(status="unhealthy", store="not open", scheduler=scheduler, checked_at=now)
+        failed = live.holder.error if live.holder is not None else None
+        return Health(status="unhealthy", store="not open", store_error=failed, scheduler=scheduler, checked_at=now)
     last: list[MaintenanceCycle] = []
     error: str | None = None
     try:

@@ -20,6 +20,11 @@ viewer's ``/ui`` routes) with three changes, made there so that whoever serves i
   message at the limit came back as HTTP 413) raised to `MAX_REQUEST_BYTES`, so the
   tool's own check answers a message over the limit with the error stdio gives.
 
+- The app starts serving once the store has opened (or failed to): the store opens in
+  the background (``app.py``) so a stdio client gets its handshake early, but a shared
+  HTTP server starts once and then serves everyone, so its first viewer page and tool
+  call need not wait or meet 503.
+
 A server built with ``serves_mcp=False`` (``palimpsest ui``, the read-only viewer) has no
 ``/mcp`` route at all: nothing in it can write.
 """
@@ -27,7 +32,7 @@ A server built with ``serves_mcp=False`` (``palimpsest ui``, the read-only viewe
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -107,11 +112,23 @@ class SecurityHeaders:
 class GuardedFastMCP(FastMCP[Any]):
     """A FastMCP server whose HTTP app is always guarded (see the module docstring)."""
 
-    def __init__(self, name: str, *, allowed_hosts: Sequence[str], serves_mcp: bool, **options: Any) -> None:
-        """``allowed_hosts``: ``PALIMPSEST_ALLOWED_HOSTS``; ``serves_mcp`` False leaves ``/mcp`` out."""
+    def __init__(
+        self,
+        name: str,
+        *,
+        allowed_hosts: Sequence[str],
+        serves_mcp: bool,
+        store_settled: Callable[[], Awaitable[None]],
+        **options: Any,
+    ) -> None:
+        """``allowed_hosts``: ``PALIMPSEST_ALLOWED_HOSTS``; ``serves_mcp`` False leaves ``/mcp`` out.
+
+        ``store_settled`` returns once the store has opened or failed to.
+        """
         super().__init__(name, **options)
         self.allowed_hosts = tuple(allowed_hosts)
         self.serves_mcp = serves_mcp
+        self.store_settled = store_settled
 
     def http_app(self, *args: Any, **kwargs: Any) -> StarletteWithLifespan:
         """FastMCP's streamable HTTP app with the guard always on.
@@ -123,20 +140,31 @@ class GuardedFastMCP(FastMCP[Any]):
         origins = [*(kwargs.pop("allowed_origins", None) or ()), *origin_patterns(hosts)]
         kwargs.update(host_origin_protection=True, allowed_hosts=hosts, allowed_origins=origins)
         app = super().http_app(*args, **kwargs)
-        if self.serves_mcp:
-            _raise_body_limit(app)
-        else:
+        mcp_app = _mcp_route(app) if self.serves_mcp else None
+        if mcp_app is None:
             app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != app.state.path]
+        started = app.router.lifespan_context
+        store_settled = self.store_settled
+
+        @asynccontextmanager
+        async def lifespan(served: Starlette) -> AsyncIterator[Any]:
+            async with started(served) as state:
+                if mcp_app is not None:
+                    # FastMCP builds the SDK's session manager, which holds the body limit, as
+                    # the lifespan starts, and passes no limit of its own: set it before the
+                    # first request can arrive.
+                    assert mcp_app.session_manager is not None  # made by the lifespan just entered
+                    mcp_app.session_manager.asgi_app.max_body_size = MAX_REQUEST_BYTES
+                await store_settled()
+                yield state
+
+        app.router.lifespan_context = lifespan
         app.add_middleware(SecurityHeaders)
         return app
 
 
-def _raise_body_limit(app: StarletteWithLifespan) -> None:
-    """Make the MCP route read bodies up to `MAX_REQUEST_BYTES`.
-
-    FastMCP builds the SDK's session manager, which holds the limit, when the app's
-    lifespan starts, and passes no limit of its own; so the lifespan is wrapped, and the
-    limit set on the manager it made before the first request can arrive.
+def _mcp_route(app: StarletteWithLifespan) -> StreamableHTTPASGIApp:
+    """The streamable HTTP app the MCP route serves.
 
     Raises:
         TypeError: if the MCP route is not FastMCP's streamable HTTP app (FastMCP changed).
@@ -147,13 +175,4 @@ def _raise_body_limit(app: StarletteWithLifespan) -> None:
     mcp_app = getattr(endpoint, "app", endpoint)
     if not isinstance(mcp_app, StreamableHTTPASGIApp):
         raise TypeError(f"the MCP route serves {type(mcp_app).__name__}, not FastMCP's streamable HTTP app")
-    started = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(served: Starlette) -> AsyncIterator[Any]:
-        async with started(served) as state:
-            assert mcp_app.session_manager is not None  # made by the lifespan just entered
-            mcp_app.session_manager.asgi_app.max_body_size = MAX_REQUEST_BYTES
-            yield state
-
-    app.router.lifespan_context = lifespan
+    return mcp_app

@@ -55,13 +55,12 @@ from palimpsest.server.mcp.partitions import (
     shared_cycle,
     token_partitions,
 )
+from palimpsest.server.mcp.starting import RUNTIME_KEY, RuntimeHolder
 from palimpsest.server.retrieval.context import DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET, AssembledContext
 from palimpsest.server.retrieval.grep import MAX_QUERY_CHARS, GrepMode, GrepResult
 from palimpsest.server.retrieval.recall import MAX_RECALL, RecallResult
 from palimpsest.server.settings import Settings
 
-#: Key of the lifespan context entry holding the `Runtime`.
-RUNTIME_KEY = "palimpsest"
 #: Characters of a summary's text shown by ``describe_summary``.
 PREVIEW_CHARS = 600
 #: Maintenance cycles and pending threads ``memory_stats`` lists.
@@ -83,7 +82,7 @@ SummaryIdArg = Annotated[Name, Field(description="A summary id (sum_...), or a m
 
 @dataclass(frozen=True)
 class Runtime:
-    """What every tool call needs, opened by the server's lifespan."""
+    """What every tool call needs, opened by the server's lifespan (in the background: see `RuntimeHolder`)."""
 
     store: MemoryStore
     settings: Settings
@@ -160,8 +159,10 @@ def describe_invalid_arguments(error: PydanticValidationError) -> str:
     return "invalid arguments: " + "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
 
 
-def _runtime(ctx: Context) -> Runtime:
-    return ctx.lifespan_context[RUNTIME_KEY]
+async def _runtime(ctx: Context) -> Runtime:
+    """The `Runtime` once the store is open; raises StoreUnavailable if it could not open."""
+    holder: RuntimeHolder[Runtime] = ctx.lifespan_context[RUNTIME_KEY]
+    return await holder.runtime()
 
 
 def _client_name(ctx: Context) -> str | None:
@@ -172,9 +173,8 @@ def _client_name(ctx: Context) -> str | None:
     return params.client_info.name if params is not None else None
 
 
-def _partition(ctx: Context, requested: str | None) -> str:
+def _partition(ctx: Context, runtime: Runtime, requested: str | None) -> str:
     """The partition of this call; raises PartitionDenied outside the token's partitions."""
-    runtime = _runtime(ctx)
     default = runtime.settings.partition or partition_for_client(_client_name(ctx))
     allowed = token_partitions(get_access_token())
     if allowed is None and runtime.tokens_required and ctx.transport in ("streamable-http", "sse"):
@@ -197,9 +197,9 @@ async def append_messages(
     Idempotent on each message's message_id: sending the same one again adds nothing.
     All messages of a call are written together or not at all.
     """
-    runtime = _runtime(ctx)
     with domain_errors():
-        where = _partition(ctx, partition)
+        runtime = await _runtime(ctx)
+        where = _partition(ctx, runtime, partition)
         result = await runtime.store.append_messages(where, thread_id, messages, project=project)
     if runtime.embedding is not None:
         runtime.embedding.submit(result.message_ids)
@@ -235,9 +235,9 @@ async def grep_memories(
     expand_summary on one of them shows the hit in its original context. A tool call and its
     result are one hit: paired_id, paired_source_id and paired_snippet give the other half.
     """
-    runtime = _runtime(ctx)
     with domain_errors():
-        where = _partition(ctx, partition)
+        runtime = await _runtime(ctx)
+        where = _partition(ctx, runtime, partition)
         return await retrieval.grep.grep_memories(
             runtime.store,
             query,
@@ -259,7 +259,8 @@ async def describe_summary(
 ) -> SummaryDescription:
     """Describe one summary: what it covers (seq and time range), its children and parent, its digest."""
     with domain_errors():
-        summary = await _runtime(ctx).store.get_summary(_partition(ctx, partition), summary_id)
+        runtime = await _runtime(ctx)
+        summary = await runtime.store.get_summary(_partition(ctx, runtime, partition), summary_id)
     text = summary.text
     preview = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
     return SummaryDescription(**summary.model_dump(exclude={"text"}), preview=preview)
@@ -281,8 +282,9 @@ async def expand_summary(
     A message id (msg_..., as assemble_context shortens old tool outputs) gives that message whole.
     """
     with domain_errors():
+        runtime = await _runtime(ctx)
         return await retrieval.context.expand_node(
-            _runtime(ctx).store, _partition(ctx, partition), summary_id, depth=depth, limit=limit, cursor=cursor
+            runtime.store, _partition(ctx, runtime, partition), summary_id, depth=depth, limit=limit, cursor=cursor
         )
 
 
@@ -293,7 +295,8 @@ async def get_summary_dag(
 ) -> SummaryDag:
     """Every summary of a thread, how they nest, and the frontier that partitions the thread."""
     with domain_errors():
-        return await _runtime(ctx).store.summary_dag(_partition(ctx, partition), thread_id)
+        runtime = await _runtime(ctx)
+        return await runtime.store.summary_dag(_partition(ctx, runtime, partition), thread_id)
 
 
 async def compact_thread(
@@ -305,11 +308,11 @@ async def compact_thread(
     partition: PartitionArg = None,
 ) -> CompactionResult:
     """Fold a thread's old messages into summaries now; nothing is lost, every summary expands back."""
-    runtime = _runtime(ctx)
     with domain_errors():
+        runtime = await _runtime(ctx)
         result = await compaction.compact_thread(
             runtime.store,
-            _partition(ctx, partition),
+            _partition(ctx, runtime, partition),
             thread_id,
             runtime.settings.compaction,
             runtime.summarizer,
@@ -343,9 +346,9 @@ async def memory_stats(ctx: Context, partition: PartitionArg = None) -> MemorySt
     Also the last maintenance cycles (compaction and evolution runs), the threads
     waiting for compaction, and this server's tool call counts, errors and latencies.
     """
-    runtime = _runtime(ctx)
     with domain_errors():
-        where = _partition(ctx, partition)
+        runtime = await _runtime(ctx)
+        where = _partition(ctx, runtime, partition)
         counts = await runtime.store.stats(where)
         cycles = [shared_cycle(cycle) for cycle in await runtime.store.recent_cycles(LAST_CYCLES)]
         pending = await runtime.store.compaction_candidates(
@@ -357,14 +360,16 @@ async def memory_stats(ctx: Context, partition: PartitionArg = None) -> MemorySt
 async def summary_resource(summary_id: str, ctx: Context) -> str:
     """One summary with its full text, children and parent, as JSON."""
     with domain_errors(ResourceError):
-        summary = await _runtime(ctx).store.get_summary(_partition(ctx, None), summary_id)
+        runtime = await _runtime(ctx)
+        summary = await runtime.store.get_summary(_partition(ctx, runtime, None), summary_id)
     return summary.model_dump_json()
 
 
 async def dag_resource(thread_id: str, ctx: Context) -> str:
     """A thread's summary DAG and frontier, as JSON."""
     with domain_errors(ResourceError):
-        dag = await _runtime(ctx).store.summary_dag(_partition(ctx, None), thread_id)
+        runtime = await _runtime(ctx)
+        dag = await runtime.store.summary_dag(_partition(ctx, runtime, None), thread_id)
     return dag.model_dump_json()
 
 
@@ -393,7 +398,8 @@ async def kg(
     A newer fact about the same topic supersedes an older one, which recall then leaves out.
     """
     with domain_errors():
-        return await kg_command(_runtime(ctx).store, _partition(ctx, partition), action, thread_id)
+        runtime = await _runtime(ctx)
+        return await kg_command(runtime.store, _partition(ctx, runtime, partition), action, thread_id)
 
 
 async def recall(
@@ -414,9 +420,9 @@ async def recall(
     summaries folding it (covered_by), a summary its level; a tool call or result carries
     the other half of the pair (paired_id, paired_source_id, paired_snippet).
     """
-    runtime = _runtime(ctx)
     with domain_errors():
-        where = _partition(ctx, partition)
+        runtime = await _runtime(ctx)
+        where = _partition(ctx, runtime, partition)
         return await retrieval.recall.recall(
             runtime.store,
             query,
@@ -458,12 +464,12 @@ async def assemble_context(
     (current ones), recall (with a query), recent (the newest messages verbatim, filled first).
     Nothing is cut: what does not fit is left out whole and listed in pruned.
     """
-    runtime = _runtime(ctx)
     with domain_errors():
+        runtime = await _runtime(ctx)
         return await retrieval.context.assemble_context(
             runtime.store,
             thread_id,
-            partition=_partition(ctx, partition),
+            partition=_partition(ctx, runtime, partition),
             budget_tokens=budget_tokens,
             query=query,
             embedder=runtime.embedder,
