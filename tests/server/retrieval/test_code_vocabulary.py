@@ -8,15 +8,17 @@ see the same first three as one that asks for 3. Each rule is shown on a real st
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from palimpsest.graph_schema.models import NewMessage
+from palimpsest.graph_schema.models import MessageRef, NewMessage, SearchHit
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.embedders import SentenceTransformerEmbedder
 from palimpsest.scheduler.embedding import backfill_embeddings
 from palimpsest.scheduler.search_text import code_terms, fill_search_texts
 from palimpsest.server.retrieval.grep import grep_memories
-from palimpsest.server.retrieval.hybrid import FusionWeights, hybrid_search, text_query
+from palimpsest.server.retrieval.hybrid import FusionWeights, fuse, hybrid_search, text_query
 from palimpsest.server.retrieval.vocabulary import expanded_terms
 
 P = "claude"
@@ -86,9 +88,7 @@ async def test_a_camel_cased_name_is_found_by_its_part(store: MemoryStore) -> No
 async def test_hybrid_top_hits_do_not_depend_on_limit(store: MemoryStore, minilm: SentenceTransformerEmbedder) -> None:
     topics = ["deploy", "cache", "login", "schema", "billing", "search", "upload", "tests"]
     # Each message a different length, so that no two full-text scores tie.
-    texts = [
-        f"the {topics[n % 8]} step changed the {topics[(n + 3) % 8]} code" + " in detail" * n for n in range(40)
-    ]
+    texts = [f"the {topics[n % 8]} step changed the {topics[(n + 3) % 8]} code" + " in detail" * n for n in range(40)]
     await store.append_messages(
         P, "s1", [NewMessage(role="assistant", content=text, message_id=f"m{n}") for n, text in enumerate(texts)]
     )
@@ -100,3 +100,26 @@ async def test_hybrid_top_hits_do_not_depend_on_limit(store: MemoryStore, minilm
     assert len(many) > len(few) == 3
     assert [hit.id for hit in many[:3]] == [hit.id for hit in few]
     assert len({hit.id for hit in many}) == len(many)
+
+
+def test_a_thinking_block_ranks_below_the_act_it_restates_and_a_top_text_hit_stays_up() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    hits = {
+        name: SearchHit(id=name, kind="message", thread_id="t", partition=P, score=score, snippet=name, created_at=when)
+        for name, score in (("thought", 1.0), ("act", 1.0), ("second", 0.6), ("filler", 0.0), ("liked", 0.9))
+    }
+    refs = [
+        MessageRef(id="thought", thread_id="t", partition=P, seq=1, role="assistant", metadata={"kind": "thinking"}),
+        MessageRef(id="act", thread_id="t", partition=P, seq=10, role="assistant", metadata={"kind": "tool_use"}),
+    ]
+    text_hits = [hits["thought"], hits["act"], hits["second"], hits["filler"]]
+    vector_hits = [
+        hit.model_copy(update={"score": score})
+        for hit, score in ((hits["liked"], 0.9), (hits["thought"], 0.85), (hits["act"], 0.8), (hits["filler"], 0.0))
+    ]
+    ranked = [hit.id for hit in fuse(text_hits, vector_hits, refs, "q", FusionWeights(neighbour=0.0))]
+    assert ranked.index("act") < ranked.index("thought")
+    assert ranked.index("second") < ranked.index("liked"), "the text index's third hit fell below a vector-only one"
+    flat = FusionWeights(neighbour=0.0, text_top=0.0, thinking=1.0)
+    plain = [hit.id for hit in fuse(text_hits, vector_hits, refs, "q", flat)]
+    assert plain.index("liked") < plain.index("second") and plain.index("thought") < plain.index("act")
