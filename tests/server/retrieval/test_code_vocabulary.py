@@ -106,7 +106,7 @@ def test_a_thinking_block_ranks_below_the_act_it_restates_and_a_top_text_hit_sta
     when = datetime(2026, 1, 1, tzinfo=UTC)
     hits = {
         name: SearchHit(id=name, kind="message", thread_id="t", partition=P, score=score, snippet=name, created_at=when)
-        for name, score in (("thought", 1.0), ("act", 1.0), ("second", 0.6), ("filler", 0.0), ("liked", 0.9))
+        for name, score in (("thought", 1.0), ("act", 1.0), ("second", 0.7), ("filler", 0.0), ("liked", 0.9))
     }
     refs = [
         MessageRef(id="thought", thread_id="t", partition=P, seq=1, role="assistant", metadata={"kind": "thinking"}),
