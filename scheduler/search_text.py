@@ -22,7 +22,9 @@ content does not say (a call's text whole, a result's purpose and exit status:
 (`MemoryStore.set_search_texts`: a column on SQLite, a property on Neo4j) and indexed
 for text search with the content, so "commit rejected" finds the result of a commit
 its hook rejected in text mode too; hits still show the content, the derived text
-only when the query matched nothing else. It is written by whoever
+only when the query matched nothing else. That indexed text also holds the parts of
+the camel-cased names in the content (`code_terms`: ``PaymentGateway`` → payment
+gateway), which neither store's tokenizer splits. It is written by whoever
 derives it first: the embedder, for what it embeds (before the vector, so a vector
 with no text beside it was made from the raw content), or the ``search_text`` step of
 maintenance (`fill_search_texts`), for tool messages stored before this text existed
