@@ -22,7 +22,9 @@ content does not say (a call's text whole, a result's purpose and exit status:
 (`MemoryStore.set_search_texts`: a column on SQLite, a property on Neo4j) and indexed
 for text search with the content, so "commit rejected" finds the result of a commit
 its hook rejected in text mode too; hits still show the content, the derived text
-only when the query matched nothing else. It is written by whoever
+only when the query matched nothing else. That indexed text also holds the parts of
+the camel-cased names in the content (`code_terms`: ``PaymentGateway`` → payment
+gateway), which neither store's tokenizer splits. It is written by whoever
 derives it first: the embedder, for what it embeds (before the vector, so a vector
 with no text beside it was made from the raw content), or the ``search_text`` step of
 maintenance (`fill_search_texts`), for tool messages stored before this text existed
@@ -80,6 +82,13 @@ SALIENT = re.compile(
     re.IGNORECASE,
 )
 _EXIT_CODE = re.compile(r"\AExit code (\d+)")
+#: A name whose case changes inside it after a lower-case letter or a run of capitals: ``sessionStore``,
+#: ``HTTPServer``, ``GrepHit``; not ``Hello``, ``README`` or ``mix_test``.
+_CAMEL_NAME = re.compile(r"\b[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*\b|\b[A-Z]{2,}[a-z][A-Za-z0-9]*\b")
+#: Where a camelCase or PascalCase name changes word: ``session|Store``, ``HTTP|Server``, ``v2|Beta``.
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+#: Parts of identifiers a tool message's indexed text adds at most.
+MAX_CODE_TERMS = 200
 #: Tool messages derived and written at once by `fill_search_texts`.
 FILL_BATCH = 256
 
@@ -186,6 +195,34 @@ def _with_lines(heading: str, content: str) -> str:
     return "\n".join(parts)[:MAX_EMBED_CHARS]
 
 
+def code_terms(text: str) -> str:
+    """The parts of the camel-cased names in ``text``, lower-cased, in one line.
+
+    Both stores' tokenizers index ``sessionStore``, ``HTTPServerError`` or
+    ``getUserById`` as one token each (FTS5's ``unicode61`` and Lucene's standard
+    tokenizer split on punctuation and underscores, never on a change of case), so a
+    question that names a part ("the session store", "the server error") misses them.
+    Each name that changes case inside gives its parts of two characters or more, once,
+    up to ``MAX_CODE_TERMS``. Parts the tokenizers already split apart (``os.path``,
+    ``filter_warnings``) are not repeated: counted twice, they would outrank other
+    messages. The stored content stays as written; this is indexed beside it.
+    """
+    terms: dict[str, None] = {}
+    for found in _CAMEL_NAME.finditer(text):
+        for part in _CAMEL_PART.findall(found.group()):
+            if len(part) >= 2:
+                terms.setdefault(part.lower())
+                if len(terms) >= MAX_CODE_TERMS:
+                    return " ".join(terms)
+    return " ".join(terms)
+
+
+def indexed_text(derived: str, content: str) -> str:
+    """What a tool message is indexed by beside its content: its derived text, then its `code_terms`."""
+    terms = code_terms(content)
+    return "\n".join(part for part in (derived, terms) if part)[:MAX_EMBED_CHARS]
+
+
 class SearchTexts(NamedTuple):
     """What to embed for a batch, and the derived texts to store before its vectors."""
 
@@ -215,7 +252,7 @@ async def search_texts(store: MemoryStore, todo: Sequence[EmbeddingTodo]) -> Sea
             if said is None and len(item.text) >= MAX_EMBED_CHARS:
                 said = await message_search_text(store, await store.get_message(ref.partition, ref.id)) or None
             text = said or item.text
-            derived.append((item.id, said or ""))
+            derived.append((item.id, indexed_text(said or "", item.text)))
         elif ref is not None and ref.role is Role.tool:
             text, heading = await _result_texts(store, ref, item.text)
             derived.append((item.id, heading))
@@ -224,14 +261,14 @@ async def search_texts(store: MemoryStore, todo: Sequence[EmbeddingTodo]) -> Sea
 
 
 async def _result_texts(store: MemoryStore, ref: Message | MessageRef, text: str) -> tuple[str, str]:
-    """A result's `result_text` (embedded) and `result_heading` (indexed): its call found in the thread, its
-    whole content read there too."""
+    """A result's `result_text` (embedded) and `result_heading` with its `code_terms` (indexed): its call found
+    in the thread, its whole content read there too."""
     own, call = await other_half(store, ref)
     whole = own.content if own is not None else text
     answered = call.content if call is not None else None
     tool_name = _tool_name(call) if call is not None else None
     heading = result_heading(whole, answered, tool_name=tool_name, is_error=ref.metadata.get("is_error") is True)
-    return _with_lines(heading, whole), heading
+    return _with_lines(heading, whole), indexed_text(heading, whole)
 
 
 def _tool_name(call: Message | MessageRef) -> str | None:
@@ -241,10 +278,10 @@ def _tool_name(call: Message | MessageRef) -> str | None:
 
 
 async def message_search_text(store: MemoryStore, message: Message) -> str:
-    """A tool message's text to index beside its content: a call's `call_text`, a result's `result_heading`;
-    ``''`` when it says nothing beyond its content."""
+    """A tool message's text to index beside its content: a call's `call_text`, a result's `result_heading`,
+    each with its content's `code_terms`; ``''`` when it says nothing beyond its content."""
     if is_call(message):
-        return call_text(message.content, _tool_name(message)) or ""
+        return indexed_text(call_text(message.content, _tool_name(message)) or "", message.content)
     if message.role is Role.tool:
         return (await _result_texts(store, message, message.content))[1]
     return ""
