@@ -57,6 +57,7 @@ _PREFACE = re.compile(
     r"trying|creating|updating|adding|fixing|moving|writing|exploring|investigating|examining|testing)\b)",
     re.IGNORECASE,
 )
+_WILL = re.compile(r"\b(?:I'll|I will|let me|I'm going to|I am going to)\b", re.IGNORECASE)
 #: A short "Now X." that names the next step, not what happened.
 _NOW_NEXT = re.compile(r"^now,?\s+[^.!?]{1,40}[.!]?$", re.IGNORECASE)
 _OPENER = re.compile(
@@ -201,9 +202,14 @@ def sentences(text: str) -> list[str]:
 
 
 def is_preface(sentence: str) -> bool:
-    """Whether a sentence announces work ("Let me check ...", "Now dispatching ...") rather than reporting it."""
+    """Whether a sentence announces work ("Let me check ...", "Now dispatching ...") rather than reporting it.
+
+    A sentence that says what the writer will do ("..., I'll `git add docs/color.md`.") is a preface
+    wherever the announcement stands in it.
+    """
     flat = sentence.strip().lstrip("*_ ")
-    return bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat)) and not flat.endswith("?")
+    announced = bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat))
+    return announced and not flat.endswith("?")
 
 
 def is_opener(sentence: str) -> bool:
@@ -264,12 +270,12 @@ def conclusion(text: str, limit: int) -> str:
             candidate = f"{out}{'' if out.endswith(('.', '!', '?', ':', ';')) else '.'} {addition}"
         intro, previous = "", role
         if len(candidate) > limit:
-            return _cut(addition, limit) if not out else out
+            return cut(addition, limit) if not out else out
         out = candidate
     return out
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
     """A too long piece cut at the last sentence end, then clause end, then word that fits."""
     if len(text) <= limit:
         return text

@@ -205,11 +205,18 @@ def _key(text: str) -> str:
     return " ".join(re.sub(r"[^\w/.:-]+", " ", text.lower()).split())
 
 
-def _rejected(message: Message) -> bool:
+def is_rejection(message: Message) -> bool:
+    """Whether a tool result says the user rejected the call (see the module docstring for each agent)."""
     metadata = message.metadata
     if metadata.get("status") == "cancelled" or metadata.get("failure_type") == "permission_denied":
         return True
     return _REJECTED.match(message.content.strip()) is not None
+
+
+def rejection_reason(message: Message) -> str | None:
+    """What the user said when rejecting a call ("To tell you how to proceed, the user said: ..."), if anything."""
+    found = _REASON.search(message.content)
+    return " ".join(found.group(1).split()) if found is not None else None
 
 
 def _interrupt(message: Message) -> bool | None:
@@ -228,7 +235,7 @@ def _interrupt(message: Message) -> bool | None:
     return None
 
 
-def _tool_label(call: ToolCall) -> str:
+def describe_call(call: ToolCall) -> str:
     """A call named for a person: tool (MCP prefix dropped) and what it acts on."""
     name = call.name.rsplit("__", 1)[-1]
     path = path_arg(call.args)
@@ -345,13 +352,13 @@ class _Reader:
             return
         turn = self.turns[state.turn]
         interrupted = _interrupt(message)
-        if _rejected(message):
+        if is_rejection(message):
             state.result = "rejected"
-            turn.rejected.append(_tool_label(state.call))
+            turn.rejected.append(describe_call(state.call))
             self.turn.last = "reject"
-            reason = _REASON.search(message.content)
+            reason = rejection_reason(message)
             if reason is not None:
-                self.ask(_ask_text(reason.group(1)), message, position, "redirect")
+                self.ask(_ask_text(reason), message, position, "redirect")
             return
         if interrupted is not None:
             state.result = "interrupted"
@@ -499,6 +506,11 @@ def _outcome(turn: _Turn) -> str:
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
     if failing:
         parts.append(f"`{clip(failing[-1], 40)}` failing")
+    if parts and turn.replies:
+        said = reply_text.conclusion(turn.replies[-1].content, OUTCOME_CHARS - 10)
+        room = OUTCOME_CHARS - len("; ".join(parts)) - 2
+        if said and room >= 30:
+            parts.append(reply_text.cut(said, room))
     if not parts and turn.replies:
         answer = reply_text.conclusion(turn.replies[-1].content, OUTCOME_CHARS - 10) or ", ".join(
             reply_text.table_digest(turn.replies[-1].content)[:4]
@@ -537,7 +549,7 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
     said, source = _conclusion(turn, limit)
     if turn.last == "interrupt":
         running = next((state for state in reversed(calls) if state.result in (None, "interrupted")), None)
-        during = f" during {_tool_label(running.call)}" if running is not None else ""
+        during = f" during {describe_call(running.call)}" if running is not None else ""
         return Ending("interrupted", _join(f"interrupted by the user{during}", said), source)
     if turn.last == "reject":
         rejected = turn.rejected[-1] if turn.rejected else "a tool call"
@@ -546,7 +558,7 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("stopped_mid_work", "stopped before any reply to the last request", None)
     if pending or turn.last in ("call", "result"):
         waiting = pending[-1] if pending else calls[-1] if calls else None
-        what = f"; was running {_tool_label(waiting.call)} (no result)" if waiting is not None and pending else ""
+        what = f"; was running {describe_call(waiting.call)} (no result)" if waiting is not None and pending else ""
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
         return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}", said), source)
@@ -571,7 +583,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"unfinished request: {final.text}")
     waiting = [state for state in reader.order if state.result is None and reader.turns[state.turn] is turn]
     if ending.kind == "stopped_mid_work" and waiting:
-        found.append(f"waiting on {_tool_label(waiting[-1].call)} (started, no result)")
+        found.append(f"waiting on {describe_call(waiting[-1].call)} (started, no result)")
     for command, error in reader.failing.items():
         found.append(f"`{clip(command, 80)}` still failing: {error}")
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []

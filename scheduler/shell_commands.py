@@ -43,7 +43,7 @@ READ_PROGRAMS = frozenset(
         "sort", "uniq", "cut", "tr", "basename", "dirname", "true", "false", "sleep", "history", "man", "grep",
         "egrep", "fgrep", "rg", "ag", "ack", "fd", "locate", "od", "xxd", "hexdump", "strings", "column", "fold",
         "md5sum", "sha256sum", "shasum", "test", "[", "lsof", "netstat", "ss", "free", "uptime", "tput", "sed",
-        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "export", "source", ".",
+        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".",
     }
 )  # fmt: skip
 #: ``git`` subcommands that only read.
@@ -75,7 +75,8 @@ _RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "hatch": "run", "pdm"
 #: Programs that change state whatever their arguments (the rest depends on the subcommand).
 STATE_PROGRAMS = frozenset(
     {"rm", "rmdir", "mv", "cp", "mkdir", "touch", "chmod", "chown", "ln", "tee", "truncate", "unlink", "install",
-     "patch", "kill", "pkill", "apt", "apt-get", "brew", "dnf", "yum", "kubectl", "terraform", "unzip", "tar"}
+     "patch", "kill", "pkill", "apt", "apt-get", "brew", "dnf", "yum", "kubectl", "terraform", "unzip", "tar",
+     "export"}
 )  # fmt: skip
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout"})
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;"})
@@ -137,7 +138,13 @@ def parse(command: str) -> Parsed:
                 if words:
                     parsed.commands.append(words)
                 words = []
+            elif token in (">&", "<&", "&>&"):
+                if words and words[-1].isdigit():
+                    words.pop()  # 2>&1: a descriptor copied, no file
+                index += 1
             elif token in _REDIRECTS or (token.endswith(">") and token.rstrip(">").isdigit()):
+                if words and words[-1].isdigit():
+                    words.pop()  # the descriptor of 2>file
                 target = tokens[index + 1] if index + 1 < len(tokens) else ""
                 if target and not _NOT_FILES.match(target) and not target.startswith("&"):
                     parsed.written.append((target, token.endswith(">>")))
@@ -187,6 +194,8 @@ def _category(words: list[str]) -> Category:
     """What one simple command does."""
     words = _unwrap_runner(words)
     program, rest = words[0], words[1:]
+    if program in ("sh", "bash", "zsh") and len(rest) >= 2 and rest[0] in ("-c", "-lc"):
+        return category(rest[1])
     for name, subcommands in CHECKS:
         if program == name and (not subcommands or (rest and rest[0] in subcommands)):
             return "check"
@@ -202,8 +211,11 @@ def _category(words: list[str]) -> Category:
     if program == "find" and any(word in ("-delete", "-exec", "-execdir", "-fprint") for word in rest):
         return "state" if "-delete" in rest or any(w in ("rm", "mv", "cp", "chmod") for w in rest) else "read"
     if program == "xargs":
-        inner = [word for word in rest if not word.startswith("-")]
-        return _category(_program_first(inner)) if inner else "read"
+        index = 0
+        while index < len(rest) and rest[index].startswith("-"):
+            index += 2 if rest[index] in ("-I", "-n", "-P", "-L", "-d", "-s", "-E") else 1
+        inner = _program_first(rest[index:])
+        return _category(inner) if inner else "read"
     if program == "sort" and any(word.startswith("-o") for word in rest):
         return "state"
     if program in READ_PROGRAMS:

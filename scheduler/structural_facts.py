@@ -33,6 +33,7 @@ from typing import Any
 from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
+    ToolCall,
     clip,
     exit_status,
     first_error_line,
@@ -40,16 +41,24 @@ from palimpsest.scheduler.session_facts import (
     shell_command,
     tool_call,
 )
+from palimpsest.scheduler.session_reading import describe_call, is_rejection, rejection_reason
+from palimpsest.scheduler.shell_commands import category, effects
+from palimpsest.scheduler.shell_commands import shown as shown_command
 
 #: Longest command shown in a fact (and used as its subject).
 COMMAND_CHARS = 120
 #: Files named as the fix of a failure, at most.
 FIX_FILES = 4
+#: Longest commit body line kept in a commit's fact.
+BODY_CHARS = 160
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)
+#: Longest input value named as what fixed a failed call.
+FIX_VALUE_CHARS = 80
 #: Marks a failed command's fact, so a later pass can tell it follows a failure.
 FAILED = " failed ("
 
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
-_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]", re.MULTILINE)
+_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
 #: Package managers' "add a dependency" commands: program, subcommand(s).
 _ADDERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pip", ("install",)),
@@ -96,6 +105,10 @@ class StructuralReading:
 def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str] | None = None) -> StructuralReading:
     """The facts a run of messages' tool calls state, oldest first.
 
+    A call's facts are read with its result: a write the user rejected, or that failed,
+    changed nothing. A call without a ``tool_call_id`` (messages written by an API client)
+    has no result to wait for, and its write is taken as done.
+
     Args:
         messages: The messages, oldest first (a thread's batch).
         prior_failures: ``command:CMD`` subjects whose current fact is a failure, and its
@@ -104,30 +117,83 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
     """
     facts: list[StructuralFact] = []
     failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
-    pending: dict[str, tuple[int, Message, str]] = {}
+    tools: dict[str, tuple[ToolCall, str]] = {}
+    pending: dict[str, tuple[int, Message, ToolCall]] = {}
     for index, message in enumerate(messages):
         call = tool_call(message)
         if call is not None:
-            if call.name in WRITE_TOOLS or call.name == "apply_patch":
-                for path, action in _written(call.name, call.args, call.raw):
-                    facts.append(
-                        StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (message.id,))
-                    )
-                    for failure in failures.values():
-                        if path not in failure.edited_since:
-                            failure.edited_since.append(path)
-                continue
-            command = shell_command(call.args) if call.args else None
-            if command is not None and call.id is not None:
-                pending[call.id] = (index, message, command)
+            if call.id is not None:
+                pending[call.id] = (index, message, call)
+            elif call.name in WRITE_TOOLS or call.name == "apply_patch":
+                facts += _write_facts(call, (message.id,), failures)
             continue
         if message.role is Role.tool or message.metadata.get("kind") == "tool_result":
             found = pending.pop(message.tool_call_id or "", None)
             if found is not None:
-                _, call_message, command = found
-                facts += _command_facts(command, call_message, message, failures)
+                facts += _result_facts(found[2], found[1], message, failures, tools)
     settled = min((index for index, *_ in pending.values()), default=len(messages))
     return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
+
+
+def _write_facts(call: ToolCall, sources: tuple[str, ...], failures: dict[str, _Failure]) -> list[StructuralFact]:
+    """A done write's facts, one per file; each failing command since then notes the file as edited."""
+    facts = []
+    for path, action in _written(call.name, call.args, call.raw):
+        facts.append(StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", sources))
+        for failure in failures.values():
+            if path not in failure.edited_since:
+                failure.edited_since.append(path)
+    return facts
+
+
+def _result_facts(
+    call: ToolCall,
+    message: Message,
+    result: Message,
+    failures: dict[str, _Failure],
+    tools: dict[str, tuple[ToolCall, str]],
+) -> list[StructuralFact]:
+    """The facts of a call read with its result: a rejection, a write, a command's outcome and effects, a fix."""
+    sources = (message.id, result.id)
+    if is_rejection(result):
+        reason = rejection_reason(result)
+        said = f', saying: "{clip(reason, 160)}"' if reason else ""
+        label = clip(describe_call(call), COMMAND_CHARS)
+        return [StructuralFact(f"The user rejected {label}{said}", "decision", f"rejected:{label}", sources)]
+    if call.name in WRITE_TOOLS or call.name == "apply_patch":
+        failed = result.metadata.get("is_error") is True
+        return [] if failed else _write_facts(call, sources, failures)
+    command = shell_command(call.args) if call.args else None
+    if command is not None:
+        return _command_facts(command, message, result, failures)
+    if result.metadata.get("is_error") is True:
+        tools[call.name] = (call, first_error_line(result.content))
+        return []
+    return _tool_fix(call, tools, sources)
+
+
+def _tool_fix(call: ToolCall, tools: dict[str, tuple[ToolCall, str]], sources: tuple[str, ...]) -> list[StructuralFact]:
+    """A call that worked after a failed call of the same tool: the error, and the input that fixed it.
+
+    Only when one or two short inputs changed (``subagent_type``, ``skill``, ``parentId``):
+    a long one (an edit's text) says nothing a person would keep.
+    """
+    found = tools.pop(call.name, None)
+    if found is None:
+        return []
+    failed, error = found
+    changed = [
+        (key, value)
+        for key, value in call.args.items()
+        if isinstance(value, str | int) and failed.args.get(key) != value and len(str(value)) <= FIX_VALUE_CHARS
+    ]
+    longer = [key for key, value in call.args.items() if failed.args.get(key) != value and (key, value) not in changed]
+    if not changed or len(changed) > 2 or longer:
+        return []
+    name = call.name.rsplit("__", 1)[-1]
+    fixed = ", ".join(f"{key}={value}" for key, value in changed)
+    subject = f"error:{name}:{changed[0][0]}"
+    return [StructuralFact(f"{name} failed ({clip(error, 120)}); it worked with {fixed}", "lesson", subject, sources)]
 
 
 def _before(fact: StructuralFact, messages: Sequence[Message], settled: int) -> bool:
@@ -149,15 +215,25 @@ def _written(name: str, args: dict[str, Any], raw: str) -> list[tuple[str, str]]
 
 
 def _command_facts(command: str, call: Message, result: Message, failures: dict[str, _Failure]) -> list[StructuralFact]:
-    """The facts of one finished shell command: its outcome, and any commit, dependency or setting it made."""
+    """The facts of one finished shell command (`shell_commands` says what kind it is).
+
+    A command that only read yields nothing, whatever its outcome. A check (build, test,
+    lint, run) yields its outcome, once per command: the latest supersedes. A state change
+    yields what it did (files deleted, branches renamed, a commit, a dependency, a
+    setting) and, when it failed, its error; any other command its outcome.
+    """
     if "*** Begin Patch" in command:
         return [
-            StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (call.id,))
+            StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (call.id, result.id))
             for path, action in _written("apply_patch", {}, command)
         ]
+    kind = category(command)
+    if kind == "read":
+        return []
     code, body = exit_status(result.content)
     failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
-    shown = clip(command.splitlines()[0] + (" …" if "\n" in command.strip() else ""), COMMAND_CHARS)
+    lines = command.replace("\\\n", " ").strip().splitlines()
+    shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
     subject = f"command:{shown}"
     sources = (call.id, result.id)
     status = f"exit {code}" if code is not None else ("error" if failed else "ok")
@@ -173,10 +249,21 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
         text += f" after failing with: {failure.error}"
         if failure.edited_since:
             text += "; fixed by editing " + ", ".join(failure.edited_since[:FIX_FILES])
-    facts.append(StructuralFact(text, "command", subject, sources))
+    if kind != "state" or failure is not None:
+        facts.append(StructuralFact(text, "command", subject, sources))
+    facts += [StructuralFact(effect.text, "change", effect.subject, sources) for effect in effects(command)]
     for words in _pipeline(command):
-        facts += _effects(words, body, sources)
+        facts += _effects(words, body, sources, _commit_body(command))
     return facts
+
+
+def _commit_body(command: str) -> str | None:
+    """The first line of a commit message's body, after its subject (a heredoc's or a multi-line ``-m``'s)."""
+    found = _HEREDOC.search(command)
+    text = found.group(2) if found is not None else command
+    lines = [line.strip(" -*") for line in text.splitlines()[1:] if line.strip(" -*")]
+    body = [line for line in lines if not line.startswith(("Co-Authored-By", "EOF", ")", "🤖", "Generated with"))]
+    return clip(body[0], BODY_CHARS) if body and found is not None else None
 
 
 def _pipeline(command: str) -> list[list[str]]:
@@ -194,16 +281,19 @@ def _pipeline(command: str) -> list[list[str]]:
     return parts
 
 
-def _effects(words: list[str], output: str, sources: tuple[str, ...]) -> list[StructuralFact]:
-    """A commit, added dependencies or a setting that one successful simple command made."""
+def _effects(words: list[str], output: str, sources: tuple[str, ...], body: str | None) -> list[StructuralFact]:
+    """A commit (and its body's first line), added dependencies or a setting that one successful command made."""
     program, rest = words[0].rsplit("/", 1)[-1], words[1:]
     if program == "git" and rest[:1] == ["commit"]:
         message = _option(rest, ("-m", "--message"))
+        found = _COMMIT_HASH.search(output)
+        if message and message.lstrip().startswith("$(") and found is not None:
+            message = found.group(2)  # a message from a heredoc: git printed its first line
         if message:
             first = clip(message.splitlines()[0], COMMAND_CHARS)
-            found = _COMMIT_HASH.search(output)
             at = f" as {found.group(1)}" if found else ""
-            return [StructuralFact(f'Committed "{first}"{at}', "commit", f"commit:{first}", sources)]
+            why = f": {body}" if body else ""
+            return [StructuralFact(f'Committed "{first}"{at}{why}', "commit", f"commit:{first}", sources)]
         return []
     if program == "git" and rest[:1] == ["config"]:
         values = [word for word in rest[1:] if not word.startswith("-")]

@@ -9,8 +9,9 @@ left out, each with a rank saying which to keep first:
 
 1. the heading, the ending and the "Still open" label are the block itself: a session
    shown always says how it ended and whether anything is open;
-2. then the open items, the first and the last requests, what it did;
-3. then its facts, best first (`fact_score`), and the other requests, newest first.
+2. then the open items, the first and the last requests (in few words), what it did;
+3. then its facts, best first (`fact_score`), the other requests (in few words, newest
+   first), and each request in full with what was done for it.
 
 The ending comes in two lengths: the brief one is the block's own, the full one replaces
 it when there is room. Rendering puts the chosen items back in the order above, so the
@@ -37,6 +38,8 @@ ENDING_WORDS = {
     "tool_rejected": "a tool call rejected by the user",
     "stopped_mid_work": "stopped mid-work",
 }
+#: A request in few words (what it asked, without what was done for it).
+ASK_SHORT = 90
 #: Open items named per session, at most (the rest counted).
 OPEN_SHOWN = 6
 #: Longest fact line, in characters.
@@ -72,6 +75,8 @@ class Item:
     rank: float
     text: str
     label: bool = False
+    #: A richer text for the item at the same place, taken in its stead when there is room.
+    upgrade: bool = False
 
 
 def fact_score(fact: Fact) -> float:
@@ -117,9 +122,13 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
     if asks:
         items.append(Item(1, 0, 1.0, f"- Asked ({len(asks)}):\n" if len(asks) > 1 else "- Asked:\n", label=True))
     for index, ask in enumerate(asks):
-        outcome = f" → {ask.outcome}" if ask.outcome else ""
-        rank = 1.0 if index in (0, len(asks) - 1) else 3.0 + (len(asks) - index) / 100
-        items.append(Item(1, index + 1, rank, f"  {index + 1}. {ask.text}{outcome}\n"))
+        last = index == len(asks) - 1
+        rank = 1.0 if index == 0 or last else 3.0 + (len(asks) - index) / 1000
+        short = f"  {index + 1}. {clip(ask.text, ASK_SHORT)}\n"
+        items.append(Item(1, index + 1, rank, short))
+        rich = f"  {index + 1}. {ask.text}{f' → {ask.outcome}' if ask.outcome else ''}\n"
+        if rich != short:
+            items.append(Item(1, index + 1, 2.5 if last else 5.0 + (len(asks) - index) / 1000, rich, upgrade=True))
     if standing.did:
         items.append(Item(2, 0, 2.0, f"- Did: {'; '.join(standing.did)}\n"))
     opens = standing.open_steps
@@ -137,7 +146,7 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))
     for fact in kept:
         position = 1 + facts.index(fact)
-        rank = 10.0 - fact_score(fact)
+        rank = 2.0 + (10.0 - fact_score(fact)) / 2
         source = fact.source_message_ids[0] if fact.source_message_ids else fact.id
         items.append(Item(5, position, rank, f"  - {clip(fact.text, FACT_CHARS)} ({source})\n"))
     return items, brief, full

@@ -144,13 +144,23 @@ def _heading(standing: Standing) -> str:
 
 
 def _fill(items: list[Item], chosen: list[Item], room: int) -> int:
-    """Add ``items`` best first while they fit in ``room`` characters (a label paid with its part's first item)."""
+    """Add ``items`` best first while they fit in ``room`` characters; how many characters they took.
+
+    A label is paid for with its part's first item; an upgrade takes the place of the item
+    it enriches, for the characters it adds, and only once that item is chosen.
+    """
     used = 0
     labels = {item.part: item for item in items if item.label}
-    for item in sorted(
-        (item for item in items if not item.label), key=lambda item: (item.rank, item.part, item.position)
-    ):
+    ordered = sorted((item for item in items if not item.label), key=lambda item: (item.rank, item.part, item.position))
+    for item in ordered:
         if item in chosen:
+            continue
+        if item.upgrade:
+            base = next((c for c in chosen if (c.part, c.position) == (item.part, item.position)), None)
+            if base is None or base.upgrade or used + len(item.text) - len(base.text) > room:
+                continue
+            chosen[chosen.index(base)] = item
+            used += len(item.text) - len(base.text)
             continue
         label = labels.get(item.part)
         cost = len(item.text) + (len(label.text) if label is not None and label not in chosen else 0)
