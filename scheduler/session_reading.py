@@ -2,20 +2,10 @@
 
 The stored messages are agent-neutral (roles user, assistant, tool; metadata ``kind``
 ``text`` / ``tool_use`` / ``tool_result`` / ``thinking``, ``tool_name``, ``is_error`` and
-the flags of `session_facts.NOT_WORK_FLAGS`), but each agent marks a few moments its own
-way; these are read as one event each:
-
-- **interrupted by the user**: Claude Code's user line ``[Request interrupted by user]``
-  (``... for tool use``); Codex's ``<turn_aborted>`` message (stored ``injected_as:
-  turn_aborted``); Gemini CLI's notice ``Request cancelled.`` (a system message of kind
-  ``info``); a Cursor tool failure marked ``is_interrupt``.
-- **a tool call rejected**: Claude Code's result "The user doesn't want to proceed with
-  this tool use. The tool use was rejected ..." (with "the user said: REASON" when the
-  user gave one); Codex's "exec command rejected by user" / "patch rejected by user";
-  a Gemini CLI call of status ``cancelled``; a Cursor failure of type ``permission_denied``.
-  A rejected call did nothing: a file it would have written is not changed.
-- **the user's words inside a tool result**: the reason given with a rejection, and the
-  answers to Claude Code's ``AskUserQuestion`` ("User has answered your questions: ...").
+the flags of `session_facts.NOT_WORK_FLAGS`); the few moments each agent marks its own way
+(an interruption, a rejected call, the user's words in a tool result, local-command noise)
+are read by `agent_marks`. A rejected call did nothing: a file it would have written is
+not changed, and the reason the user gave with it is a request of its own.
 
 The distinct requests (`Ask`) are the user's own messages, with these rules:
 
@@ -54,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from palimpsest.graph_schema.models import Message, Role
+from palimpsest.scheduler import agent_marks as marks
 from palimpsest.scheduler import reply_text, shell_commands
 from palimpsest.scheduler.session_facts import (
-    READ_TOOLS,
     SHELL_TOOLS,
     WRITE_TOOLS,
     ToolCall,
@@ -72,8 +62,6 @@ from palimpsest.scheduler.session_facts import (
 
 EndKind = Literal["completed", "answered", "failed", "interrupted", "tool_rejected", "stopped_mid_work"]
 
-#: Longest request kept, in characters (its first words; an error it quotes is added).
-ASK_CHARS = 140
 #: Longest conclusion of a session's last reply, in characters.
 CONCLUSION_CHARS = 420
 #: Longest conclusion of a session given little room.
@@ -84,46 +72,6 @@ SHORT_CONCLUSION = 90
 OUTCOME_CHARS = 110
 #: Requests (counted from the last) whose replies' user actions count as still open.
 ACTION_TURNS = 3
-
-_REJECTED = re.compile(
-    r"^(?:The user doesn't want to (?:proceed with this tool use|take this action)|"
-    r"(?:exec command|patch) rejected by user|User rejected|Tool use (?:was )?rejected)",
-    re.IGNORECASE,
-)
-_REASON = re.compile(r"the user said:\s*(.+)\Z", re.IGNORECASE | re.DOTALL)
-_INTERRUPTED = re.compile(r"^\[Request interrupted by user(?P<tool> for tool use)?\]")
-_CANCELLED_NOTICE = re.compile(r"^\s*Request cancelled\.?\s*$", re.IGNORECASE)
-_ANSWERS = re.compile(r'"([^"]*)"="([^"]*)"')
-_COMMAND = re.compile(r"<command-name>\s*(/?[^<]+?)\s*</command-name>")
-_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
-_WRAPPED = re.compile(r"<(system-reminder|command-[a-z]+|local-command-[a-z]+)>.*?</\1>", re.DOTALL)
-_NOISE = re.compile(
-    r"^\s*(?:<local-command-(?:stdout|stderr|caveat)>|Caveat: The messages below were generated|"
-    r"Operation stopped by hook|Stop hook feedback|<user-prompt-submit-hook>|<bash-(?:input|stdout|stderr)>)",
-    re.IGNORECASE,
-)
-_ACK = re.compile(
-    r"^(?:(?:system:\s*)?(?:please\s+)?(?:continue|go on|carry on|proceed|keep going)|ok(?:ay)?|k|thanks?|thank you|"
-    r"ty|thx|cool|nice|great|perfect|awesome|lgtm|looks good(?: to me)?|sounds good|good|fine|got it|"
-    r"sorry,? (?:continue|go on)|ok,? (?:continue|works|thanks)|ok,? works\.? great|works|it works|done|"
-    r"yes|yes please|yep|yeah|y|sure|do it|go ahead|please do|ok,? do it|ok,? go ahead|approved|right)"
-    r"[\s.!,👍🙏😅🏽]*$",
-    re.IGNORECASE,
-)
-_AFFIRMATIVE = re.compile(
-    r"^(?:yes|yes please|yep|yeah|y|sure|ok(?:ay)?|do it|go ahead|please do|ok,? do it|approved)\b", re.IGNORECASE
-)
-_CHOICE = re.compile(r"^\s*(?:option\s*)?(\d{1,2})(?:\s*(?:and|&|,|\+|or)\s*(\d{1,2}))?\s*[.)]?\s*(?:[,:;-]\s*(.*))?$")
-#: Tools that only look (their calls are never work done, whatever their result).
-LOOK_TOOLS = frozenset(
-    {*READ_TOOLS, "Glob", "Grep", "LS", "WebFetch", "WebSearch", "TodoRead", "ToolSearch", "BashOutput",
-     "glob", "grep", "search_file_content", "list_directory", "web_fetch", "google_web_search", "read_many_files",
-     "web_search", "view_image", "codebase_search", "grep_search", "file_search", "list_dir", "find"}
-)  # fmt: skip
-_LOOKING = re.compile(r"(?:^|_)(?:get|list|search|read|view|fetch|find|show|describe|query|lookup)(?:_|$)", re.I)
-_QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input", "ask_user"})
-_TASK_TOOLS = frozenset({"Task", "Agent", "spawn_agent", "delegate"})
-_ERROR_IN_ASK = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[^\n]*|\bTraceback \(most recent call last\)")
 
 
 @dataclass
@@ -190,66 +138,8 @@ class SessionReading:
     tool_calls: int = 0
 
 
-def _ask_text(text: str) -> str:
-    """A request on one line: its first words, and an error it quotes further on."""
-    flat = " ".join(re.sub(r"^\s*(?:#{1,6}|>)\s*", "", line) for line in text.splitlines())
-    shown = clip(reply_text.plain(flat), ASK_CHARS)
-    if len(flat) > ASK_CHARS:
-        error = _ERROR_IN_ASK.search(text)
-        if error is not None and error.group(0).strip() not in shown:
-            shown += f" [error: {clip(error.group(0).strip(), 80)}]"
-    return shown
-
-
 def _key(text: str) -> str:
     return " ".join(re.sub(r"[^\w/.:-]+", " ", text.lower()).split())
-
-
-def is_rejection(message: Message) -> bool:
-    """Whether a tool result says the user rejected the call (see the module docstring for each agent)."""
-    metadata = message.metadata
-    if metadata.get("status") == "cancelled" or metadata.get("failure_type") == "permission_denied":
-        return True
-    return _REJECTED.match(message.content.strip()) is not None
-
-
-def rejection_reason(message: Message) -> str | None:
-    """What the user said when rejecting a call ("To tell you how to proceed, the user said: ..."), if anything."""
-    found = _REASON.search(message.content)
-    return " ".join(found.group(1).split()) if found is not None else None
-
-
-def _interrupt(message: Message) -> bool | None:
-    """Whether a message marks an interruption (True: of a tool call), else None."""
-    content = message.content.strip()
-    if message.role is Role.user:
-        match = _INTERRUPTED.match(content)
-        if match is not None:
-            return bool(match.group("tool"))
-        if message.metadata.get("injected_as") == "turn_aborted" or content.startswith("<turn_aborted>"):
-            return False
-    if message.role is Role.system and message.metadata.get("kind") == "info" and _CANCELLED_NOTICE.match(content):
-        return False
-    if message.role is Role.tool and message.metadata.get("is_interrupt") is True:
-        return True
-    return None
-
-
-def describe_call(call: ToolCall) -> str:
-    """A call named for a person: tool (MCP prefix dropped) and what it acts on."""
-    name = call.name.rsplit("__", 1)[-1]
-    path = path_arg(call.args)
-    command = shell_command(call.args)
-    target = (path.rstrip("/").rsplit("/", 1)[-1] if path else "") or (shell_commands.shown(command) if command else "")
-    for key in ("description", "issueId", "id", "title", "skill", "subagent_type", "pattern", "query", "url"):
-        value = call.args.get(key)
-        if not target and isinstance(value, str) and value:
-            target = value
-    return f"{name} {clip(target, 70)}".strip()
-
-
-def _looks(call: ToolCall) -> bool:
-    return call.name in LOOK_TOOLS or bool(_LOOKING.search(call.name.rsplit("__", 1)[-1]))
 
 
 class _Reader:
@@ -286,28 +176,28 @@ class _Reader:
 
     def user(self, message: Message, position: int, following: Message | None) -> None:
         content = message.content.strip()
-        if _NOISE.match(content):
+        if marks.NOISE.match(content):
             return
-        command = _COMMAND.search(content)
+        command = marks.COMMAND.search(content)
         if command is not None:
             name = command.group(1).strip()
             name = name if name.startswith("/") else "/" + name
-            args = _COMMAND_ARGS.search(content)
+            args = marks.COMMAND_ARGS.search(content)
             given = " ".join(args.group(1).split()) if args else ""
             expanded = following is not None and following.role is Role.user and following.metadata.get("meta")
             if given or expanded:
-                self.ask(f"{name} {_ask_text(given)}".strip(), message, position, "command")
+                self.ask(f"{name} {marks.ask_text(given)}".strip(), message, position, "command")
                 self.pending_command = self.reading.asks[-1] if not given else None
             return
-        text = _WRAPPED.sub(" ", content).strip()
+        text = marks.WRAPPED.sub(" ", content).strip()
         if not text or text.startswith("<"):
             return
         offered = self._offer()
-        if _ACK.match(text):
-            if offered and _AFFIRMATIVE.match(text):
+        if marks.ACK.match(text):
+            if offered and marks.AFFIRMATIVE.match(text):
                 self.ask(f"{text.rstrip('.! ')}: {offered}", message, position, "approval")
             return
-        choice = _CHOICE.match(text)
+        choice = marks.CHOICE.match(text)
         if choice is not None and self.last_reply is not None:
             chosen = reply_text.options(self.last_reply.content)
             picked = [chosen[int(n)] for n in choice.groups()[:2] if n and int(n) in chosen]
@@ -315,7 +205,7 @@ class _Reader:
                 rest = f" ({choice.group(3)})" if choice.group(3) else ""
                 self.ask(f"chose {' + '.join(clip(p, 70) for p in picked)}{rest}", message, position, "choice")
                 return
-        self.ask(_ask_text(text), message, position, "prompt")
+        self.ask(marks.ask_text(text), message, position, "prompt")
 
     def _offer(self) -> str | None:
         if self.last_reply is None:
@@ -330,7 +220,7 @@ class _Reader:
             return
         said = [s for s in reply_text.sentences(reply_text.plain(" ".join(message.content.split()))) if len(s) > 12]
         if said:
-            ask.text = f"{ask.text}: {clip(said[0], ASK_CHARS - len(ask.text))}"
+            ask.text = f"{ask.text}: {clip(said[0], marks.ASK_CHARS - len(ask.text))}"
 
     def call(self, message: Message, call: ToolCall) -> None:
         self.reading.tool_calls += 1
@@ -351,14 +241,14 @@ class _Reader:
         if state is None:
             return
         turn = self.turns[state.turn]
-        interrupted = _interrupt(message)
-        if is_rejection(message):
+        interrupted = marks.interruption(message)
+        if marks.is_rejection(message):
             state.result = "rejected"
-            turn.rejected.append(describe_call(state.call))
+            turn.rejected.append(marks.describe_call(state.call))
             self.turn.last = "reject"
-            reason = rejection_reason(message)
+            reason = marks.rejection_reason(message)
             if reason is not None:
-                self.ask(_ask_text(reason), message, position, "redirect")
+                self.ask(marks.ask_text(reason), message, position, "redirect")
             return
         if interrupted is not None:
             state.result = "interrupted"
@@ -368,9 +258,9 @@ class _Reader:
         failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
         state.result = "failed" if failed else "ok"
         self.turn.last = "result"
-        if state.call.name in _QUESTION_TOOLS and not failed:
-            for _question, answer in _ANSWERS.findall(message.content):
-                self.ask(_ask_text(answer), message, position, "answer")
+        if state.call.name in marks.QUESTION_TOOLS and not failed:
+            for _question, answer in marks.ANSWERS.findall(message.content):
+                self.ask(marks.ask_text(answer), message, position, "answer")
             return
         if state.command is not None and state.category in ("check", "state", "other"):
             shown = shell_commands.shown(state.command)
@@ -386,7 +276,7 @@ class _Reader:
         if failed:
             return
         description = state.call.args.get("description")
-        if state.call.name in _TASK_TOOLS and isinstance(description, str) and description:
+        if state.call.name in marks.TASK_TOOLS and isinstance(description, str) and description:
             if clip(description, 60) not in turn.tasks:
                 turn.tasks.append(clip(description, 60))
         for path, action in _written(state):
@@ -438,7 +328,6 @@ def _written(state: _Call) -> list[tuple[str, str]]:
     return []
 
 
-_HEREDOC_BODY = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)
 _COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
 
 
@@ -455,7 +344,7 @@ def read_session(messages: Sequence[Message]) -> SessionReading:
     reader = _Reader()
     for position, message in enumerate(messages):
         following = messages[position + 1] if position + 1 < len(messages) else None
-        interrupted = _interrupt(message)
+        interrupted = marks.interruption(message)
         if interrupted is not None and message.role is not Role.tool:
             reader.interruption(interrupted)
             continue
@@ -545,11 +434,11 @@ def _ending(reader: _Reader, turn: _Turn) -> Ending:
 
 def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
     calls = [state for state in reader.order if reader.turns[state.turn] is turn]
-    pending = [state for state in calls if state.result is None and state.call.name not in _QUESTION_TOOLS]
+    pending = [state for state in calls if state.result is None and state.call.name not in marks.QUESTION_TOOLS]
     said, source = _conclusion(turn, limit)
     if turn.last == "interrupt":
         running = next((state for state in reversed(calls) if state.result in (None, "interrupted")), None)
-        during = f" during {describe_call(running.call)}" if running is not None else ""
+        during = f" during {marks.describe_call(running.call)}" if running is not None else ""
         return Ending("interrupted", _join(f"interrupted by the user{during}", said), source)
     if turn.last == "reject":
         rejected = turn.rejected[-1] if turn.rejected else "a tool call"
@@ -558,7 +447,9 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("stopped_mid_work", "stopped before any reply to the last request", None)
     if pending or turn.last in ("call", "result"):
         waiting = pending[-1] if pending else calls[-1] if calls else None
-        what = f"; was running {describe_call(waiting.call)} (no result)" if waiting is not None and pending else ""
+        what = (
+            f"; was running {marks.describe_call(waiting.call)} (no result)" if waiting is not None and pending else ""
+        )
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
         return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}", said), source)
@@ -583,7 +474,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"unfinished request: {final.text}")
     waiting = [state for state in reader.order if state.result is None and reader.turns[state.turn] is turn]
     if ending.kind == "stopped_mid_work" and waiting:
-        found.append(f"waiting on {describe_call(waiting[-1].call)} (started, no result)")
+        found.append(f"waiting on {marks.describe_call(waiting[-1].call)} (started, no result)")
     for command, error in reader.failing.items():
         found.append(f"`{clip(command, 80)}` still failing: {error}")
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
@@ -643,10 +534,6 @@ def _did(reader: _Reader) -> list[str]:
             checks[command] = status
     if checks:
         parts.append("checks: " + ", ".join(f"`{clip(c, 60)}` {s}" for c, s in list(checks.items())[-3:]))
-    rejected = list(dict.fromkeys(clip(label, 50) for turn in reader.turns for label in turn.rejected))
-    if rejected:
-        more = f" and {len(rejected) - 3} more" if len(rejected) > 3 else ""
-        parts.append("the user rejected " + "; ".join(rejected[:3]) + more)
     tasks = [task for turn in reader.turns for task in turn.tasks]
     if tasks:
         parts.append(f"{len(tasks)} subagent task{'s' if len(tasks) > 1 else ''} ({'; '.join(tasks[:3])})")

@@ -5,15 +5,31 @@ ended, what was committed and which packages were added: no guess is needed, so 
 are the most dependable facts a session leaves. Each is written as a short sentence of
 our own (never the call's JSON) and cites the call and, when there is one, its result.
 
+A call's facts are read with its result: a write the user rejected or that failed
+changed nothing. A shell command is read by its kind (`shell_commands`): one that only
+reads (``ls``, ``cat``, ``git status``, ``grep``) yields no fact at all, whatever its
+outcome; a check (build, test, lint, run) yields its outcome; a state change yields what
+it did, and its error when it failed.
+
 Subjects, so that a later fact supersedes an earlier one about the same thing
 (`scheduler/facts.py`'s rule: same subject and kind, or a newer ``change``):
 
-- ``file:PATH``, kind ``change``: "Created PATH" / "Edited PATH" / "Deleted PATH";
-- ``command:CMD``, kind ``command``: "`CMD` passed (exit 0)" or "`CMD` failed (exit 1):
-  first error line"; a pass after a failure of the same command says so, with the
-  failure's error and the files edited in between (what fixed it);
+- ``file:PATH``, kind ``change``: "Created PATH" / "Edited PATH" / "Deleted PATH", from a
+  write tool or from the shell ("Appended to PATH", "Moved A to B");
+- ``command:CHECK``, kind ``command``: "`CMD` passed (exit 0)" or "`CMD` failed (exit 1):
+  first error line", one subject per check whatever its arguments (``go test``, ``mise
+  run lint``: `shell_commands.family`), so only its last outcome is current; a pass after
+  a failure says so, with the failure's error and the files edited in between (what fixed
+  it); ``command:CMD`` for a state change that failed, or another command;
+- ``branch:NAME``, ``git:...``, ``gh:...``, kind ``change``: "Renamed branch A to B",
+  "Staged all changes (git add)", "Pushed origin main", "Opened PR \"TITLE\"";
 - ``commit:MESSAGE``, kind ``commit``: "Committed \"MESSAGE\"" (and the short hash git
-  printed), only for a commit that succeeded;
+  printed, and the first line of its body), only for a commit that succeeded;
+- ``rejected:CALL``, kind ``decision``: "The user rejected Write LICENSE, saying: \"Entire
+  Inc.\"": what the user refused, and what they said instead;
+- ``error:TOOL:INPUT``, kind ``lesson``: a call that failed and then worked with one or two
+  short inputs changed: "Task failed (Agent type 'x' not found); it worked with
+  subagent_type=plugin:x";
 - ``dependency:NAME``, kind ``dependency``: "Added dependency NAME (uv add)";
 - ``config:KEY``, kind ``configuration``: "Set KEY to VALUE" (``git config``, ``export``,
   ``npm config set``, ``poetry config``).
@@ -31,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
+from palimpsest.scheduler.agent_marks import describe_call, is_rejection, rejection_reason
 from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
     ToolCall,
@@ -41,8 +58,7 @@ from palimpsest.scheduler.session_facts import (
     shell_command,
     tool_call,
 )
-from palimpsest.scheduler.session_reading import describe_call, is_rejection, rejection_reason
-from palimpsest.scheduler.shell_commands import category, effects
+from palimpsest.scheduler.shell_commands import category, effects, family
 from palimpsest.scheduler.shell_commands import shown as shown_command
 
 #: Longest command shown in a fact (and used as its subject).
@@ -117,7 +133,7 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
     """
     facts: list[StructuralFact] = []
     failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
-    tools: dict[str, tuple[ToolCall, str]] = {}
+    tools: dict[str, list[tuple[ToolCall, str]]] = {}
     pending: dict[str, tuple[int, Message, ToolCall]] = {}
     for index, message in enumerate(messages):
         call = tool_call(message)
@@ -151,7 +167,7 @@ def _result_facts(
     message: Message,
     result: Message,
     failures: dict[str, _Failure],
-    tools: dict[str, tuple[ToolCall, str]],
+    tools: dict[str, list[tuple[ToolCall, str]]],
 ) -> list[StructuralFact]:
     """The facts of a call read with its result: a rejection, a write, a command's outcome and effects, a fix."""
     sources = (message.id, result.id)
@@ -167,33 +183,33 @@ def _result_facts(
     if command is not None:
         return _command_facts(command, message, result, failures)
     if result.metadata.get("is_error") is True:
-        tools[call.name] = (call, first_error_line(result.content))
+        tools.setdefault(call.name, []).append((call, first_error_line(result.content)))
         return []
-    return _tool_fix(call, tools, sources)
+    return _tool_fix(call, tools.get(call.name, []), sources)
 
 
-def _tool_fix(call: ToolCall, tools: dict[str, tuple[ToolCall, str]], sources: tuple[str, ...]) -> list[StructuralFact]:
+def _tool_fix(call: ToolCall, failed: list[tuple[ToolCall, str]], sources: tuple[str, ...]) -> list[StructuralFact]:
     """A call that worked after a failed call of the same tool: the error, and the input that fixed it.
 
-    Only when one or two short inputs changed (``subagent_type``, ``skill``, ``parentId``):
-    a long one (an edit's text) says nothing a person would keep.
+    The failed call is the one whose input differs from this call's in one or two short
+    values only (``subagent_type``, ``skill``, ``parentId``), and it is then answered; a
+    long value (an edit's text) says nothing a person would keep.
     """
-    found = tools.pop(call.name, None)
-    if found is None:
-        return []
-    failed, error = found
-    changed = [
-        (key, value)
-        for key, value in call.args.items()
-        if isinstance(value, str | int) and failed.args.get(key) != value and len(str(value)) <= FIX_VALUE_CHARS
-    ]
-    longer = [key for key, value in call.args.items() if failed.args.get(key) != value and (key, value) not in changed]
-    if not changed or len(changed) > 2 or longer:
-        return []
-    name = call.name.rsplit("__", 1)[-1]
-    fixed = ", ".join(f"{key}={value}" for key, value in changed)
-    subject = f"error:{name}:{changed[0][0]}"
-    return [StructuralFact(f"{name} failed ({clip(error, 120)}); it worked with {fixed}", "lesson", subject, sources)]
+    for index, (before, error) in enumerate(failed):
+        differ = [
+            key for key in sorted(set(call.args) | set(before.args)) if call.args.get(key) != before.args.get(key)
+        ]
+        changed = [(key, call.args.get(key)) for key in differ]
+        if not 1 <= len(changed) <= 2 or any(
+            not isinstance(value, str | int) or len(str(value)) > FIX_VALUE_CHARS for _, value in changed
+        ):
+            continue
+        del failed[index]
+        name = call.name.rsplit("__", 1)[-1]
+        fixed = ", ".join(f"{key}={value}" for key, value in changed)
+        text = f"{name} failed ({clip(error, 120)}); it worked with {fixed}"
+        return [StructuralFact(text, "lesson", f"error:{name}:{changed[0][0]}", sources)]
+    return []
 
 
 def _before(fact: StructuralFact, messages: Sequence[Message], settled: int) -> bool:
@@ -234,7 +250,7 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
     lines = command.replace("\\\n", " ").strip().splitlines()
     shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
-    subject = f"command:{shown}"
+    subject = f"command:{family(command) if kind == 'check' else shown}"
     sources = (call.id, result.id)
     status = f"exit {code}" if code is not None else ("error" if failed else "ok")
     facts: list[StructuralFact] = []

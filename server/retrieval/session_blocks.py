@@ -141,7 +141,12 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
     else:
         items.append(Item(4, 0, 0.0, "- Still open: nothing\n"))
     seen = _key(" ".join([ending.conclusion if ending else "", *(ask.text for ask in asks)]))
-    kept = [fact for fact in facts if shown_fact(fact) and _key(fact.text) not in seen]
+    asked = [_key(ask.text) for ask in asks if len(ask.text) > 15]
+    kept = [
+        fact
+        for fact in facts
+        if shown_fact(fact) and _key(fact.text) not in seen and not any(key in _key(fact.text) for key in asked)
+    ]
     if kept:
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))
     for fact in kept:

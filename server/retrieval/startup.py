@@ -153,7 +153,8 @@ def _fill(items: list[Item], chosen: list[Item], room: int) -> int:
     labels = {item.part: item for item in items if item.label}
     ordered = sorted((item for item in items if not item.label), key=lambda item: (item.rank, item.part, item.position))
     for item in ordered:
-        if item in chosen:
+        placed = any((c.part, c.position) == (item.part, item.position) for c in chosen)
+        if item in chosen or (placed and not item.upgrade):
             continue
         if item.upgrade:
             base = next((c for c in chosen if (c.part, c.position) == (item.part, item.position)), None)
