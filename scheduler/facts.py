@@ -34,8 +34,9 @@ The prose rules, in order:
    implements, depends on, built with, relies on...); then, for a sentence that also
    names something exact (a code span, an identifier, a path, a number), ``lesson``
    (the root cause, "I see the issue", turned out, didn't work, because, instead of),
-   ``limitation`` (doesn't support, there is no, only supports, requires) and ``change``
-   named by its verb (fixed, added, appended, created, extracted, updated...).
+   ``limitation`` (doesn't support, there is no, only supports, requires), ``change``
+   named by its verb (fixed, added, appended, created, extracted, updated...) and
+   ``point`` (a labelled statement: "Race condition: a WaitGroup tracks the goroutines").
 5. Its **subject** is its first code span, lowercased (what it is exactly about, so that
    a later fact on it supersedes this one and nothing broader does); failing that, the
    first topic of ``TOPICS`` (auth, database, cache, queue, search, testing, ci,
@@ -90,6 +91,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
 _QUOTE = re.compile(r"^(?:>\s?)+")
+#: What leads a line without saying anything: a checked box, a check mark, an emoji.
+_MARKS = re.compile(r"^(?:\[[xX]\]\s*|[^\w\s`\"'(\[{<~/.$-]+\s+)+")
 _EMPHASIS = re.compile(r"\*\*|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 _PROMPTS = ("$ ", "% ", ">>> ", "... ", "|")
@@ -155,6 +158,7 @@ KIND_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "change",
             r"\b(?:fixed|added|appended|created|extracted|introduced|updated|deleted|wrote|simplified)\b",
         ),
+        ("point", r"^[A-Z][\w /()+-]{2,40}:\s+\S"),
     )
 )
 #: The first families: a sentence they find needs nothing more.
@@ -250,7 +254,9 @@ def candidate_lines(content: str) -> Iterator[str]:
         if stripped.startswith("#") or stripped.startswith(_PROMPTS) or _JSON_LINE.search(stripped):
             continue
         line = _LIST_ITEM.sub("", _QUOTE.sub("", stripped), count=1)
-        line = _EMPHASIS.sub("", line).strip()
+        if line.startswith("[ ]"):
+            continue  # an unchecked box is a step still to do, not a fact
+        line = _MARKS.sub("", _EMPHASIS.sub("", line)).strip()
         if not line:
             continue
         if list_item:

@@ -336,7 +336,8 @@ def _commit(command: str, output: str) -> list[str]:
     found = _COMMIT_HASH.search(output)
     if "commit" not in command or found is None:
         return []
-    return [f'committed "{clip(found.group(2), 80)}" ({found.group(1)})']
+    body = shell_commands.commit_body(command, 90)
+    return [f'committed "{clip(found.group(2), 80)}" ({found.group(1)}{f": {body}" if body else ""})']
 
 
 def read_session(messages: Sequence[Message]) -> SessionReading:

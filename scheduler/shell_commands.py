@@ -27,6 +27,7 @@ merged or pushed, pull requests opened.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -119,8 +120,13 @@ def _logical_lines(command: str) -> list[str]:
     return kept
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(command: str) -> Parsed:
-    """The simple commands and output files of a command line (see the module docstring)."""
+    """The simple commands and output files of a command line (see the module docstring).
+
+    Cached: a session asks the same command's kind, effects and family many times. The
+    result is shared, so it is never changed by a caller.
+    """
     parsed = Parsed()
     for line in _logical_lines(command):
         try:
@@ -406,3 +412,16 @@ def family(command: str) -> str:
                 break
             words.append(word)
     return " ".join(words[:3])
+
+
+_HEREDOC_BODY = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)
+
+
+def commit_body(command: str, limit: int) -> str | None:
+    """The first line of the body of a commit message written in a heredoc, after its subject (why it was made)."""
+    found = _HEREDOC_BODY.search(command)
+    if found is None:
+        return None
+    lines = [line.strip(" -*") for line in found.group(2).splitlines()[1:] if line.strip(" -*")]
+    body = [line for line in lines if not line.startswith(("Co-Authored-By", "🤖", "Generated with"))]
+    return (body[0] if len(body[0]) <= limit else body[0][: limit - 1].rstrip() + "…") if body else None

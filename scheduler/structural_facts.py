@@ -58,7 +58,7 @@ from palimpsest.scheduler.session_facts import (
     shell_command,
     tool_call,
 )
-from palimpsest.scheduler.shell_commands import category, effects, family
+from palimpsest.scheduler.shell_commands import category, commit_body, effects, family
 from palimpsest.scheduler.shell_commands import shown as shown_command
 
 #: Longest command shown in a fact (and used as its subject).
@@ -67,7 +67,6 @@ COMMAND_CHARS = 120
 FIX_FILES = 4
 #: Longest commit body line kept in a commit's fact.
 BODY_CHARS = 160
-_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)
 #: Longest input value named as what fixed a failed call.
 FIX_VALUE_CHARS = 80
 #: Marks a failed command's fact, so a later pass can tell it follows a failure.
@@ -269,17 +268,8 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
         facts.append(StructuralFact(text, "command", subject, sources))
     facts += [StructuralFact(effect.text, "change", effect.subject, sources) for effect in effects(command)]
     for words in _pipeline(command):
-        facts += _effects(words, body, sources, _commit_body(command))
+        facts += _effects(words, body, sources, commit_body(command, BODY_CHARS))
     return facts
-
-
-def _commit_body(command: str) -> str | None:
-    """The first line of a commit message's body, after its subject (a heredoc's or a multi-line ``-m``'s)."""
-    found = _HEREDOC.search(command)
-    text = found.group(2) if found is not None else command
-    lines = [line.strip(" -*") for line in text.splitlines()[1:] if line.strip(" -*")]
-    body = [line for line in lines if not line.startswith(("Co-Authored-By", "EOF", ")", "🤖", "Generated with"))]
-    return clip(body[0], BODY_CHARS) if body and found is not None else None
 
 
 def _pipeline(command: str) -> list[list[str]]:

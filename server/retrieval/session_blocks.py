@@ -55,6 +55,7 @@ KIND_SCORES = {
     "change": 3.0,
     "recommendation": 3.0,
     "technology": 2.5,
+    "point": 2.5,
     "command": 2.0,
 }
 #: Subjects of facts a block already shows in its "Did" line (files, commits, branches...).
