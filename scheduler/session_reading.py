@@ -119,7 +119,8 @@ class _Call:
     turn: int
     command: str | None = None
     category: str | None = None
-    result: str | None = None  # ok, failed, rejected, interrupted
+    #: ok, failed, rejected, interrupted; "no result" when a reply came first; None while pending.
+    result: str | None = None
 
 
 @dataclass
@@ -227,7 +228,7 @@ class _Reader:
         todos = todo_list(call.name, call.args)
         if todos is not None:
             self.todos, self.todo_at = todos, len(self.order)
-        state = _Call(call, message, len(self.turns) - 1)
+        state = _Call(call, message, len(self.turns) - 1, result="ok" if todos is not None else None)
         if call.name in SHELL_TOOLS:
             state.command = shell_command(call.args)
             state.category = shell_commands.category(state.command) if state.command else None
@@ -269,8 +270,14 @@ class _Reader:
                 for known in [cmd for cmd in turn.checks if shell_commands.family(cmd) == family]:
                     del turn.checks[known]
                 turn.checks[shown] = "failed" if failed else "passed"
-            for known in [cmd for cmd in self.failing if cmd == shown or shell_commands.family(cmd) == family]:
-                del self.failing[known]
+            arguments = shown.split()[1:]
+            for known in [
+                cmd
+                for cmd in self.failing
+                if cmd == shown or shell_commands.family(cmd) == family or (arguments and cmd.split()[1:] == arguments)
+            ]:
+                if not failed:
+                    del self.failing[known]
             if failed:
                 self.failing[shown] = first_error_line(body)
         if failed:
@@ -292,6 +299,9 @@ class _Reader:
             turn.effects += [text for text in _commit(state.command, body) if text not in turn.effects]
 
     def reply(self, message: Message) -> None:
+        for state in self.order:
+            if state.result is None:  # the assistant went on: the call waits for nothing
+                state.result = "no result"
         self.reading.replies += 1
         self.turn.replies.append(message)
         self.turn.last = "reply"
