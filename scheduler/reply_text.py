@@ -61,7 +61,7 @@ _WILL = re.compile(r"\b(?:I'll|I will|let me|I'm going to|I am going to)\b", re.
 #: A short "Now X." that names the next step, not what happened.
 _NOW_NEXT = re.compile(r"^now,?\s+[^.!?]{1,40}[.!]?$", re.IGNORECASE)
 _OPENER = re.compile(
-    r"^(?:perfect|great|excellent|awesome|done|got it|good (?:catch|question|point|idea)|sure|certainly|"
+    r"^(?:perfect|great|excellent|awesome|(?:all )?done|got it|good (?:catch|question|point|idea)|sure|certainly|"
     r"absolutely|nice|alright|ok(?:ay)?|understood|you'?re right|thanks?(?: you)?|all set|success)[!.]*$",
     re.IGNORECASE,
 )
@@ -230,20 +230,27 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
     """The conclusion's candidate pieces, in order: ``(text, role)``, role ``sentence``, ``intro`` or ``bullet``.
 
     An ``intro`` is a sentence ending in a colon directly followed by bullets; any other
-    sentence ending in a colon introduces nothing that is kept, and is left out.
+    sentence ending in a colon introduces nothing that is kept, and is left out. What is
+    still to do is no conclusion: the items under a next-steps heading, unchecked boxes,
+    and what the user is told to do (they are `next_steps`).
     """
-    blocks = [unit for unit in units(text) if unit.kind in ("para", "bullet")]
+    blocks = [unit for unit in units(text) if unit.kind != "table"]
+    under = False
     for position, unit in enumerate(blocks):
+        if unit.kind == "heading":
+            under = _NEXT_LABEL.search(unit.text) is not None
+            continue
         following = blocks[position + 1] if position + 1 < len(blocks) else None
         if unit.kind == "bullet":
-            if unit.box != " " and _kept(unit.text):  # an unchecked box is still to do, not a conclusion
+            if unit.box != " " and not under and _kept(unit.text):
                 yield unit.text, "bullet"
             continue
-        said = [sentence for sentence in sentences(unit.text) if _kept(sentence)]
+        said = [sentence for sentence in sentences(unit.text) if _kept(sentence) and not is_user_action(sentence)]
+        under = bool(said) and said[-1].endswith(":") and _NEXT_LABEL.search(said[-1]) is not None
         for number, sentence in enumerate(said):
             if not sentence.endswith(":"):
                 yield sentence, "sentence"
-            elif number == len(said) - 1 and following is not None and following.kind == "bullet":
+            elif number == len(said) - 1 and following is not None and following.kind == "bullet" and not under:
                 yield sentence, "intro"
 
 

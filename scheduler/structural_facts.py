@@ -293,7 +293,7 @@ def _effects(words: list[str], output: str, sources: tuple[str, ...], body: str 
     if program == "git" and rest[:1] == ["commit"]:
         message = _option(rest, ("-m", "--message"))
         found = _COMMIT_HASH.search(output)
-        if message and message.lstrip().startswith("$(") and found is not None:
+        if message and message.strip(" \"'").startswith("$(") and found is not None:
             message = found.group(2)  # a message from a heredoc: git printed its first line
         if message:
             first = clip(message.splitlines()[0], COMMAND_CHARS)

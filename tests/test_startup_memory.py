@@ -154,7 +154,7 @@ def test_how_the_last_session_ended_and_nothing_it_finished_is_open(store_url: s
     block = text.split(f"### {s.session}", 1)[1].split("\n### ", 1)[0]
     # When it happened: the transcript's own times, not when it was stored.
     assert block.startswith(" (2025-06-14 10:00–10:")
-    assert "- Asked:\n  1. Set up CI for the converter and make type checking pass → changed ci.yml, converter.py" in block
+    assert "- Asked:\n  1. Set up CI for the converter and make type checking pass\n" in block
     assert "- Ended: completed. Fixed all the type issues in converter.py. Type checking passes (0 errors)" in block
     # The last todo list says both are done; mypy failed, then passed: nothing is open.
     assert "- Still open: nothing\n" in block
@@ -406,7 +406,7 @@ def test_a_codex_session_is_read_past_its_injected_context(store_url: str) -> No
 
     text = asyncio.run(run())
     assert "### rollout-1 (2025-09-03 08:02–08:09 UTC, 10 messages;" in text
-    assert "- Asked:\n  1. Make the importer skip blank rows → answered: The importer now skips blank rows" in text
+    assert "- Asked:\n  1. Make the importer skip blank rows\n" in text
     assert "environment_context" not in text and "AGENTS.md" not in text
     assert "- Ended: answered. The importer now skips blank rows; all 9 importer tests pass.\n" in text
     assert "- Did: checks: `pytest -q tests/test_importer.py` passed\n" in text

@@ -127,7 +127,8 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         rank = 1.0 if index == 0 or last else 3.0 + (len(asks) - index) / 1000
         short = f"  {index + 1}. {clip(ask.text, ASK_SHORT)}\n"
         items.append(Item(1, index + 1, rank, short))
-        rich = f"  {index + 1}. {ask.text}{f' → {ask.outcome}' if ask.outcome else ''}\n"
+        outcome = f" → {ask.outcome}" if ask.outcome and not last else ""  # the ending says what the last one led to
+        rich = f"  {index + 1}. {ask.text}{outcome}\n"
         if rich != short:
             items.append(Item(1, index + 1, 2.5 if last else 5.0 + (len(asks) - index) / 1000, rich, upgrade=True))
     if standing.did:
