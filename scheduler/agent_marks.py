@@ -6,8 +6,9 @@ differently by each agent (see `session_reading` for what is done with them):
 
 - **interrupted by the user**: Claude Code's user line ``[Request interrupted by user]``
   (``... for tool use``); Codex's ``<turn_aborted>`` message (stored ``injected_as:
-  turn_aborted``); Gemini CLI's notice ``Request cancelled.`` (a system message of kind
-  ``info``); a Cursor tool failure marked ``is_interrupt``.
+  turn_aborted``), and the output ``aborted`` of a call the interruption cut; Gemini CLI's
+  notice ``Request cancelled.`` (a system message of kind ``info``); a Cursor tool failure
+  marked ``is_interrupt``.
 - **a tool call rejected**: Claude Code's result "The user doesn't want to proceed with
   this tool use. The tool use was rejected ..." (with "To tell you how to proceed, the
   user said: REASON" when the user gave one); Codex's "exec command rejected by user" /
@@ -111,7 +112,7 @@ def interruption(message: Message) -> bool | None:
             return False
     if message.role is Role.system and message.metadata.get("kind") == "info" and _CANCELLED_NOTICE.match(content):
         return False
-    if message.role is Role.tool and message.metadata.get("is_interrupt") is True:
+    if message.role is Role.tool and (message.metadata.get("is_interrupt") is True or content == "aborted"):
         return True
     return None
 

@@ -89,7 +89,7 @@ _USER_ACTION = re.compile(
     re.IGNORECASE,
 )
 #: The line an agent signs a commit or PR text with ("🤖 Generated with [Claude Code](...)").
-_SIGNATURE = re.compile(r"Generated with \[|^Co-Authored-By:", re.IGNORECASE)
+_SIGNATURE = re.compile(r"Generated with (?:\[|Claude Code|Codex|Gemini)|^Co-Authored-By:", re.IGNORECASE)
 _OPTION = re.compile(
     r"^\s*(?:#{1,6}\s*)?(?:\*\*)?\s*(?:option\s+)?(\d{1,2})\s*[.):]\s*(?:\*\*)?\s*(.+)$", re.IGNORECASE
 )

@@ -52,7 +52,7 @@ READ_TOOLS = frozenset({"Read", "NotebookRead", "read_file", "view_file", "open_
 SHELL_TOOLS = frozenset(
     {
         "Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "run_terminal_cmd",
-        "run_shell_command", "Shell", "run_command", "execute_command",
+        "run_shell_command", "Shell", "run_command", "execute_command", "shell_command",
     }
 )  # fmt: skip
 #: Shell programs that only print a file: their operands are files read.

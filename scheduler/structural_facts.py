@@ -67,6 +67,10 @@ COMMAND_CHARS = 120
 FIX_FILES = 4
 #: Longest commit body line kept in a commit's fact.
 BODY_CHARS = 160
+#: Inputs that say what to look for or write, not how to call the tool: another one is no fix worth keeping.
+FREE_INPUTS = frozenset(
+    {"url", "query", "pattern", "path", "file_path", "glob", "prompt", "description", "content", "command", "offset"}
+)
 #: Longest input value named as what fixed a failed call.
 FIX_VALUE_CHARS = 80
 #: Marks a failed command's fact, so a later pass can tell it follows a failure.
@@ -192,7 +196,8 @@ def _tool_fix(call: ToolCall, failed: list[tuple[ToolCall, str]], sources: tuple
 
     The failed call is the one whose input differs from this call's in one or two short
     values only (``subagent_type``, ``skill``, ``parentId``), and it is then answered; a
-    long value (an edit's text) says nothing a person would keep.
+    long value (an edit's text), or another search or path (`FREE_INPUTS`), says nothing
+    a person would keep.
     """
     for index, (before, error) in enumerate(failed):
         differ = [

@@ -10,8 +10,8 @@ left out, each with a rank saying which to keep first:
 1. the heading, the ending and the "Still open" label are the block itself: a session
    shown always says how it ended and whether anything is open;
 2. then the open items, the first and the last requests (in few words), what it did;
-3. then its facts, best first (`fact_score`), the other requests (in few words, newest
-   first), and each request in full with what was done for it.
+3. then the latest requests (in few words) and its facts, best first (`fact_score`), the
+   older requests, newest first, and each request in full with what was done for it.
 
 The ending comes in two lengths: the brief one is the block's own, the full one replaces
 it when there is room. Rendering puts the chosen items back in the order above, so the
@@ -38,6 +38,8 @@ ENDING_WORDS = {
     "tool_rejected": "a tool call rejected by the user",
     "stopped_mid_work": "stopped mid-work",
 }
+#: The latest requests, kept before the older ones and most facts.
+RECENT_ASKS = 5
 #: A request in few words (what it asked, without what was done for it).
 ASK_SHORT = 90
 #: Open items named per session, at most (the rest counted).
@@ -47,12 +49,11 @@ FACT_CHARS = 260
 #: How much a fact of each kind is worth keeping, before what it names.
 KIND_SCORES = {
     "decision": 6.0,
-    "lesson": 6.0,
-    "limitation": 5.0,
+    "lesson": 5.5,
+    "limitation": 4.5,
     "configuration": 4.0,
     "dependency": 4.0,
-    "finding": 4.0,
-    "change": 3.0,
+    "change": 4.0,
     "recommendation": 3.0,
     "technology": 2.5,
     "point": 2.5,
@@ -60,6 +61,9 @@ KIND_SCORES = {
 }
 #: Subjects of facts a block already shows in its "Did" line (files, commits, branches...).
 _SHOWN_ELSEWHERE = ("file:", "commit:", "branch:", "git:", "gh:")
+_TO_THE_USER = re.compile(
+    r"^(?:if you|you(?:'ll| will| can| get| may| might)?)\b|\b(?:should|would|might|could) (?:show|be|work)\b", re.I
+)
 _NAMED = re.compile(r"`[^`]+`|\b[A-Za-z_]\w*[A-Z]\w*\b|\b\w+_\w+\b|\b[\w.-]+/[\w./-]+|\b\w+\.\w{1,4}\b")
 
 
@@ -81,14 +85,19 @@ class Item:
 
 
 def fact_score(fact: Fact) -> float:
-    """How much a fact is worth a token: its kind, then whether it names something exact (code, a path, a number)."""
+    """How much a fact is worth a token: its kind, then what exact things it names (code, paths, numbers).
+
+    A sentence addressed to the user ("If you commit ...", "You get ...") or guessing
+    ("it should show") says less about the code than one stating what is.
+    """
     score = KIND_SCORES.get(fact.kind, 1.0)
     if fact.kind == "command" and " after failing with: " in fact.text:
         score += 3.0  # an error and what fixed it
-    if _NAMED.search(fact.text):
-        score += 1.0
+    score += min(1.5, 0.5 * len(_NAMED.findall(fact.text)))
     if re.search(r"\d", fact.text):
         score += 0.5
+    if _TO_THE_USER.search(fact.text):
+        score -= 2.0
     if len(fact.text) > 220:
         score -= 1.5
     return score
@@ -124,7 +133,8 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         items.append(Item(1, 0, 1.0, f"- Asked ({len(asks)}):\n" if len(asks) > 1 else "- Asked:\n", label=True))
     for index, ask in enumerate(asks):
         last = index == len(asks) - 1
-        rank = 1.0 if index == 0 or last else 3.0 + (len(asks) - index) / 1000
+        recent = len(asks) - index <= RECENT_ASKS
+        rank = 1.0 if index == 0 or last else (2.5 if recent else 4.0) + (len(asks) - index) / 1000
         short = f"  {index + 1}. {clip(ask.text, ASK_SHORT)}\n"
         items.append(Item(1, index + 1, rank, short))
         outcome = f" → {ask.outcome}" if ask.outcome and not last else ""  # the ending says what the last one led to
@@ -153,7 +163,7 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))
     for fact in kept:
         position = 1 + facts.index(fact)
-        rank = 2.0 + (10.0 - fact_score(fact)) / 2
+        rank = 1.5 + (10.0 - fact_score(fact)) / 2
         source = fact.source_message_ids[0] if fact.source_message_ids else fact.id
         items.append(Item(5, position, rank, f"  - {clip(fact.text, FACT_CHARS)} ({source})\n"))
     return items, brief, full
