@@ -41,7 +41,7 @@ ENDING_WORDS = {
 #: The latest requests, kept before the older ones and most facts.
 RECENT_ASKS = 5
 #: A request in few words (what it asked, without what was done for it).
-ASK_SHORT = 90
+ASK_SHORT = 80
 #: Open items named per session, at most (the rest counted).
 OPEN_SHOWN = 6
 #: Longest fact line, in characters.
@@ -134,7 +134,7 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
     for index, ask in enumerate(asks):
         last = index == len(asks) - 1
         recent = len(asks) - index <= RECENT_ASKS
-        rank = 1.0 if index == 0 or last else (2.5 if recent else 4.0) + (len(asks) - index) / 1000
+        rank = 1.0 if index == 0 or last else (2.5 if recent else 3.4) + (len(asks) - index) / 1000
         short = f"  {index + 1}. {clip(ask.text, ASK_SHORT)}\n"
         items.append(Item(1, index + 1, rank, short))
         outcome = f" → {ask.outcome}" if ask.outcome and not last else ""  # the ending says what the last one led to
