@@ -31,12 +31,19 @@ The prose rules, in order:
    decided, going with), ``change`` (migrated, changed, refactored, switched, replaced,
    upgraded...), ``recommendation`` (recommend, suggest, should use, prefer),
    ``configuration`` (configured, set to, enabled, disabled), ``technology`` (uses,
-   implements, depends on, built with, relies on...).
-5. Its **subject** is the first topic of ``TOPICS`` (auth, database, cache, queue,
-   search, testing, ci, deployment, logging, frontend, build, dependencies, api, config)
-   whose vocabulary it names, checked in that order (specific before broad, so "The API
-   uses JWT" is about auth); failing that, its first code span or technical-looking
-   name (``FastAPI``, ``JWT``, ``pkg.module``), lowercased; failing that, ``general``.
+   implements, depends on, built with, relies on...); then, for a sentence that also
+   names something exact (a code span, an identifier, a path, a number), ``lesson``
+   (the root cause, "I see the issue", turned out, didn't work, because, instead of),
+   ``limitation`` (doesn't support, there is no, only supports, requires), ``change``
+   named by its verb (fixed, added, appended, created, extracted, updated...) and
+   ``point`` (a labelled statement: "Race condition: a WaitGroup tracks the goroutines").
+5. Its **subject** is its first code span, lowercased (what it is exactly about, so that
+   a later fact on it supersedes this one and nothing broader does); failing that, the
+   first topic of ``TOPICS`` (auth, database, cache, queue, search, testing, ci,
+   deployment, logging, frontend, build, dependencies, api, config) whose vocabulary it
+   names, checked in that order (specific before broad, so "The API uses JWT" is about
+   auth); failing that, its first technical-looking name (``FastAPI``, ``JWT``,
+   ``pkg.module``), lowercased; failing that, ``general``.
 
 Supersession: a newer fact supersedes an older current fact of the same project and
 subject when both are of the same kind, or when the newer one is a ``change`` (a change
@@ -84,6 +91,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
 _QUOTE = re.compile(r"^(?:>\s?)+")
+#: What leads a line without saying anything: a checked box, a check mark, an emoji.
+_MARKS = re.compile(r"^(?:\[[xX]\]\s*|[^\w\s`\"'(\[{<~/.$-]+\s+)+")
 _EMPHASIS = re.compile(r"\*\*|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 _PROMPTS = ("$ ", "% ", ">>> ", "... ", "|")
@@ -132,8 +141,31 @@ KIND_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\bdepends on\b|\brel(?:y|ies) on\b|\bpowered by\b|\bintegrates? with\b|"
             r"\bruns on\b|\bbacked by\b|\bstored in\b|\bwritten in\b|\bhandled by\b",
         ),
+        (
+            "lesson",
+            r"\b(?:the )?root cause\b|\bthe (?:real |actual |underlying )?(?:issue|problem|bug|cause) (?:is|was)\b|"
+            r"\bI see the (?:issue|problem)\b|\bfound the (?:issue|problem|bug|cause)\b|\bkey insight\b|"
+            r"\bturn(?:s|ed)? out\b|\b(?:didn't|did not|doesn't|does not) work\b|\bfailed because\b|"
+            r"\bcaused by\b|\bbecause\b|\bthe fix (?:is|was)\b|\binstead of\b|\brather than\b|\bwhich means\b",
+        ),
+        (
+            "limitation",
+            r"\b(?:doesn't|does not|don't|do not|can't|cannot|isn't|is not|aren't|won't) "
+            r"(?:support|expose|allow|have|exist|provide|accept)\b|\bonly supports?\b|\bthere(?:'s| is) no\b|"
+            r"\bnot supported\b|\brequires?\b|\bmust be\b",
+        ),
+        (
+            "change",
+            r"\b(?:fixed|added|appended|created|extracted|introduced|updated|deleted|wrote|simplified)\b",
+        ),
+        ("point", r"^[A-Z][\w /()+-]{2,40}:\s+\S"),
     )
 )
+#: The first families: a sentence they find needs nothing more.
+_CORE_FAMILIES = 5
+#: Something exact a sentence found by the later families must name (code, an identifier,
+#: a path, a number), or it says too little to keep ("I looked into it and fixed it").
+_EXACT = re.compile(r"`[^`]+`|\b[A-Za-z_]\w*[A-Z]\w*\b|\b[a-z]\w*_\w+\b|\b[\w.-]+/[\w./-]+|\b\w+\.[a-z]{1,4}\b|\d")
 
 #: Topics a fact can be about, checked in order: specific vocabularies before broad ones.
 TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -222,7 +254,9 @@ def candidate_lines(content: str) -> Iterator[str]:
         if stripped.startswith("#") or stripped.startswith(_PROMPTS) or _JSON_LINE.search(stripped):
             continue
         line = _LIST_ITEM.sub("", _QUOTE.sub("", stripped), count=1)
-        line = _EMPHASIS.sub("", line).strip()
+        if line.startswith("[ ]"):
+            continue  # an unchecked box is a step still to do, not a fact
+        line = _MARKS.sub("", _EMPHASIS.sub("", line)).strip()
         if not line:
             continue
         if list_item:
@@ -234,21 +268,28 @@ def candidate_lines(content: str) -> Iterator[str]:
 
 
 def classify(sentence: str) -> str | None:
-    """The kind of a sentence: the first indicator family it matches, or None."""
-    for kind, pattern in KIND_RULES:
+    """The kind of a sentence: the first indicator family it matches, or None.
+
+    A sentence found only by the families after the first five (what a session learned,
+    a limit it met, a change named by its verb: "fixed", "added", ...) must also name
+    something exact (`EXACT_KINDS`, `_EXACT`).
+    """
+    for position, (kind, pattern) in enumerate(KIND_RULES):
         if pattern.search(sentence):
+            if position >= _CORE_FAMILIES and _EXACT.search(sentence) is None:
+                return None
             return kind
     return None
 
 
 def subject_of(sentence: str) -> str:
-    """The topic a sentence is about (see the module docstring for the rule), lowercase."""
-    for topic, pattern in TOPICS:
-        if pattern.search(sentence):
-            return topic
+    """What a sentence is about (see the module docstring for the rule), lowercase."""
     span = _CODE_SPAN.search(sentence)
     if span is not None:
         return span.group(1).strip().lower()
+    for topic, pattern in TOPICS:
+        if pattern.search(sentence):
+            return topic
     for name in _NAME.finditer(sentence):
         if name.group(0).lower() not in _NAME_STOP:
             return name.group(0).lower()

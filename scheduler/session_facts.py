@@ -38,14 +38,26 @@ WRITE_TOOLS = {
     "edit_file": "edited",
     "str_replace_editor": "edited",
     "str_replace_based_edit_tool": "edited",
+    # Gemini CLI's edit, Cursor's, Windsurf's and Antigravity's write tools.
+    "replace": "edited",
+    "StrReplace": "edited",
+    "code_action": "edited",
+    "write_to_file": "created",
+    "replace_file_content": "edited",
+    "multi_replace_file_content": "edited",
 }
 #: Tools whose input names a file they only read.
 READ_TOOLS = frozenset({"Read", "NotebookRead", "read_file", "view_file", "open_file"})
 #: Tools that run a shell command.
-SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "run_terminal_cmd"})
+SHELL_TOOLS = frozenset(
+    {
+        "Bash", "bash", "shell", "local_shell", "exec_command", "container.exec", "run_terminal_cmd",
+        "run_shell_command", "Shell", "run_command", "execute_command", "shell_command",
+    }
+)  # fmt: skip
 #: Shell programs that only print a file: their operands are files read.
 _READ_COMMANDS = frozenset({"cat", "head", "tail", "nl", "less", "sed", "bat"})
-_PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file", "target_file")
+_PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file", "target_file", "TargetFile", "AbsolutePath")
 _COMMAND_CHARS = 120
 _ERROR_CHARS = 160
 _REQUEST_CHARS = 400
@@ -368,7 +380,7 @@ def _patched(facts: SessionFacts, patch: str) -> None:
 
 def shell_command(args: dict[str, Any]) -> str | None:
     """The command line a shell call runs (``bash -lc`` unwrapped)."""
-    value: Any = args.get("command", args.get("cmd"))
+    value: Any = args.get("command", args.get("cmd", args.get("CommandLine")))
     if value is None and isinstance(args.get("action"), dict):
         value = args["action"].get("command")
     if isinstance(value, list) and all(isinstance(part, str) for part in value):

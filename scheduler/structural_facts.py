@@ -5,15 +5,31 @@ ended, what was committed and which packages were added: no guess is needed, so 
 are the most dependable facts a session leaves. Each is written as a short sentence of
 our own (never the call's JSON) and cites the call and, when there is one, its result.
 
+A call's facts are read with its result: a write the user rejected or that failed
+changed nothing. A shell command is read by its kind (`shell_commands`): one that only
+reads (``ls``, ``cat``, ``git status``, ``grep``) yields no fact at all, whatever its
+outcome; a check (build, test, lint, run) yields its outcome; a state change yields what
+it did, and its error when it failed.
+
 Subjects, so that a later fact supersedes an earlier one about the same thing
 (`scheduler/facts.py`'s rule: same subject and kind, or a newer ``change``):
 
-- ``file:PATH``, kind ``change``: "Created PATH" / "Edited PATH" / "Deleted PATH";
-- ``command:CMD``, kind ``command``: "`CMD` passed (exit 0)" or "`CMD` failed (exit 1):
-  first error line"; a pass after a failure of the same command says so, with the
-  failure's error and the files edited in between (what fixed it);
+- ``file:PATH``, kind ``change``: "Created PATH" / "Edited PATH" / "Deleted PATH", from a
+  write tool or from the shell ("Appended to PATH", "Moved A to B");
+- ``command:CHECK``, kind ``command``: "`CMD` passed (exit 0)" or "`CMD` failed (exit 1):
+  first error line", one subject per check whatever its arguments (``go test``, ``mise
+  run lint``: `shell_commands.family`), so only its last outcome is current; a pass after
+  a failure says so, with the failure's error and the files edited in between (what fixed
+  it); ``command:CMD`` for a state change that failed, or another command;
+- ``branch:NAME``, ``git:...``, ``gh:...``, kind ``change``: "Renamed branch A to B",
+  "Staged all changes (git add)", "Pushed origin main", "Opened PR \"TITLE\"";
 - ``commit:MESSAGE``, kind ``commit``: "Committed \"MESSAGE\"" (and the short hash git
-  printed), only for a commit that succeeded;
+  printed, and the first line of its body), only for a commit that succeeded;
+- ``rejected:CALL``, kind ``decision``: "The user rejected Write LICENSE, saying: \"Entire
+  Inc.\"": what the user refused, and what they said instead;
+- ``error:TOOL:INPUT``, kind ``lesson``: a call that failed and then worked with one or two
+  short inputs changed: "Task failed (Agent type 'x' not found); it worked with
+  subagent_type=plugin:x";
 - ``dependency:NAME``, kind ``dependency``: "Added dependency NAME (uv add)";
 - ``config:KEY``, kind ``configuration``: "Set KEY to VALUE" (``git config``, ``export``,
   ``npm config set``, ``poetry config``).
@@ -31,8 +47,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
+from palimpsest.scheduler.agent_marks import describe_call, is_rejection, rejection_reason
 from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
+    ToolCall,
     clip,
     exit_status,
     first_error_line,
@@ -40,16 +58,26 @@ from palimpsest.scheduler.session_facts import (
     shell_command,
     tool_call,
 )
+from palimpsest.scheduler.shell_commands import category, commit_body, effects, family
+from palimpsest.scheduler.shell_commands import shown as shown_command
 
 #: Longest command shown in a fact (and used as its subject).
 COMMAND_CHARS = 120
 #: Files named as the fix of a failure, at most.
 FIX_FILES = 4
+#: Longest commit body line kept in a commit's fact.
+BODY_CHARS = 160
+#: Inputs that say what to look for or write, not how to call the tool: another one is no fix worth keeping.
+FREE_INPUTS = frozenset(
+    {"url", "query", "pattern", "path", "file_path", "glob", "prompt", "description", "content", "command", "offset"}
+)
+#: Longest input value named as what fixed a failed call.
+FIX_VALUE_CHARS = 80
 #: Marks a failed command's fact, so a later pass can tell it follows a failure.
 FAILED = " failed ("
 
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
-_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]", re.MULTILINE)
+_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
 #: Package managers' "add a dependency" commands: program, subcommand(s).
 _ADDERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pip", ("install",)),
@@ -96,6 +124,10 @@ class StructuralReading:
 def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str] | None = None) -> StructuralReading:
     """The facts a run of messages' tool calls state, oldest first.
 
+    A call's facts are read with its result: a write the user rejected, or that failed,
+    changed nothing. A call without a ``tool_call_id`` (messages written by an API client)
+    has no result to wait for, and its write is taken as done.
+
     Args:
         messages: The messages, oldest first (a thread's batch).
         prior_failures: ``command:CMD`` subjects whose current fact is a failure, and its
@@ -104,30 +136,84 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
     """
     facts: list[StructuralFact] = []
     failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
-    pending: dict[str, tuple[int, Message, str]] = {}
+    tools: dict[str, list[tuple[ToolCall, str]]] = {}
+    pending: dict[str, tuple[int, Message, ToolCall]] = {}
     for index, message in enumerate(messages):
         call = tool_call(message)
         if call is not None:
-            if call.name in WRITE_TOOLS or call.name == "apply_patch":
-                for path, action in _written(call.name, call.args, call.raw):
-                    facts.append(
-                        StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (message.id,))
-                    )
-                    for failure in failures.values():
-                        if path not in failure.edited_since:
-                            failure.edited_since.append(path)
-                continue
-            command = shell_command(call.args) if call.args else None
-            if command is not None and call.id is not None:
-                pending[call.id] = (index, message, command)
+            if call.id is not None:
+                pending[call.id] = (index, message, call)
+            elif call.name in WRITE_TOOLS or call.name == "apply_patch":
+                facts += _write_facts(call, (message.id,), failures)
             continue
         if message.role is Role.tool or message.metadata.get("kind") == "tool_result":
             found = pending.pop(message.tool_call_id or "", None)
             if found is not None:
-                _, call_message, command = found
-                facts += _command_facts(command, call_message, message, failures)
+                facts += _result_facts(found[2], found[1], message, failures, tools)
     settled = min((index for index, *_ in pending.values()), default=len(messages))
     return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
+
+
+def _write_facts(call: ToolCall, sources: tuple[str, ...], failures: dict[str, _Failure]) -> list[StructuralFact]:
+    """A done write's facts, one per file; each failing command since then notes the file as edited."""
+    facts = []
+    for path, action in _written(call.name, call.args, call.raw):
+        facts.append(StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", sources))
+        for failure in failures.values():
+            if path not in failure.edited_since:
+                failure.edited_since.append(path)
+    return facts
+
+
+def _result_facts(
+    call: ToolCall,
+    message: Message,
+    result: Message,
+    failures: dict[str, _Failure],
+    tools: dict[str, list[tuple[ToolCall, str]]],
+) -> list[StructuralFact]:
+    """The facts of a call read with its result: a rejection, a write, a command's outcome and effects, a fix."""
+    sources = (message.id, result.id)
+    if is_rejection(result):
+        reason = rejection_reason(result)
+        said = f', saying: "{clip(reason, 160)}"' if reason else ""
+        label = clip(describe_call(call), COMMAND_CHARS)
+        return [StructuralFact(f"The user rejected {label}{said}", "decision", f"rejected:{label}", sources)]
+    if call.name in WRITE_TOOLS or call.name == "apply_patch":
+        failed = result.metadata.get("is_error") is True
+        return [] if failed else _write_facts(call, sources, failures)
+    command = shell_command(call.args) if call.args else None
+    if command is not None:
+        return _command_facts(command, message, result, failures)
+    if result.metadata.get("is_error") is True:
+        tools.setdefault(call.name, []).append((call, first_error_line(result.content)))
+        return []
+    return _tool_fix(call, tools.get(call.name, []), sources)
+
+
+def _tool_fix(call: ToolCall, failed: list[tuple[ToolCall, str]], sources: tuple[str, ...]) -> list[StructuralFact]:
+    """A call that worked after a failed call of the same tool: the error, and the input that fixed it.
+
+    The failed call is the one whose input differs from this call's in one or two short
+    values only (``subagent_type``, ``skill``, ``parentId``), and it is then answered; a
+    long value (an edit's text), or another search or path (`FREE_INPUTS`), says nothing
+    a person would keep.
+    """
+    for index, (before, error) in enumerate(failed):
+        differ = [
+            key for key in sorted(set(call.args) | set(before.args)) if call.args.get(key) != before.args.get(key)
+        ]
+        changed = [(key, call.args.get(key)) for key in differ]
+        if not 1 <= len(changed) <= 2 or any(
+            not isinstance(value, str | int) or len(str(value)) > FIX_VALUE_CHARS for _, value in changed
+        ):
+            continue
+        del failed[index]
+        name = call.name.rsplit("__", 1)[-1]
+        fixed = ", ".join(f"{key}={value}" for key, value in changed)
+        text = f"{name} failed ({clip(error, 120)}); it worked with {fixed}"
+        return [StructuralFact(text, "lesson", f"error:{name}:{changed[0][0]}", sources)]
+    return []
 
 
 def _before(fact: StructuralFact, messages: Sequence[Message], settled: int) -> bool:
@@ -149,16 +235,26 @@ def _written(name: str, args: dict[str, Any], raw: str) -> list[tuple[str, str]]
 
 
 def _command_facts(command: str, call: Message, result: Message, failures: dict[str, _Failure]) -> list[StructuralFact]:
-    """The facts of one finished shell command: its outcome, and any commit, dependency or setting it made."""
+    """The facts of one finished shell command (`shell_commands` says what kind it is).
+
+    A command that only read yields nothing, whatever its outcome. A check (build, test,
+    lint, run) yields its outcome, once per command: the latest supersedes. A state change
+    yields what it did (files deleted, branches renamed, a commit, a dependency, a
+    setting) and, when it failed, its error; any other command its outcome.
+    """
     if "*** Begin Patch" in command:
         return [
-            StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (call.id,))
+            StructuralFact(f"{action.capitalize()} {path}", "change", f"file:{path}", (call.id, result.id))
             for path, action in _written("apply_patch", {}, command)
         ]
+    kind = category(command)
+    if kind == "read":
+        return []
     code, body = exit_status(result.content)
     failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
-    shown = clip(command.splitlines()[0] + (" …" if "\n" in command.strip() else ""), COMMAND_CHARS)
-    subject = f"command:{shown}"
+    lines = command.replace("\\\n", " ").strip().splitlines()
+    shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
+    subject = f"command:{family(command) if kind == 'check' else shown}"
     sources = (call.id, result.id)
     status = f"exit {code}" if code is not None else ("error" if failed else "ok")
     facts: list[StructuralFact] = []
@@ -173,9 +269,11 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
         text += f" after failing with: {failure.error}"
         if failure.edited_since:
             text += "; fixed by editing " + ", ".join(failure.edited_since[:FIX_FILES])
-    facts.append(StructuralFact(text, "command", subject, sources))
+    if kind != "state" or failure is not None:
+        facts.append(StructuralFact(text, "command", subject, sources))
+    facts += [StructuralFact(effect.text, "change", effect.subject, sources) for effect in effects(command)]
     for words in _pipeline(command):
-        facts += _effects(words, body, sources)
+        facts += _effects(words, body, sources, commit_body(command, BODY_CHARS))
     return facts
 
 
@@ -194,16 +292,19 @@ def _pipeline(command: str) -> list[list[str]]:
     return parts
 
 
-def _effects(words: list[str], output: str, sources: tuple[str, ...]) -> list[StructuralFact]:
-    """A commit, added dependencies or a setting that one successful simple command made."""
+def _effects(words: list[str], output: str, sources: tuple[str, ...], body: str | None) -> list[StructuralFact]:
+    """A commit (and its body's first line), added dependencies or a setting that one successful command made."""
     program, rest = words[0].rsplit("/", 1)[-1], words[1:]
     if program == "git" and rest[:1] == ["commit"]:
         message = _option(rest, ("-m", "--message"))
+        found = _COMMIT_HASH.search(output)
+        if message and message.strip(" \"'").startswith("$(") and found is not None:
+            message = found.group(2)  # a message from a heredoc: git printed its first line
         if message:
             first = clip(message.splitlines()[0], COMMAND_CHARS)
-            found = _COMMIT_HASH.search(output)
             at = f" as {found.group(1)}" if found else ""
-            return [StructuralFact(f'Committed "{first}"{at}', "commit", f"commit:{first}", sources)]
+            why = f": {body}" if body else ""
+            return [StructuralFact(f'Committed "{first}"{at}{why}', "commit", f"commit:{first}", sources)]
         return []
     if program == "git" and rest[:1] == ["config"]:
         values = [word for word in rest[1:] if not word.startswith("-")]

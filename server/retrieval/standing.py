@@ -1,20 +1,23 @@
-"""Where an earlier session stands: when it happened, what it set out to do, what it did, how it ended, what is open.
+"""Where an earlier session stands: when it happened, what was asked, what was done, how it ended, what is open.
 
 Read from the session's own messages, its last part included (a summary covers only
-what compaction has reached, and a session's last messages say how it ended), by the
-structure `scheduler/session_facts.py` reads: the user's requests, the files written,
-the commands and how their last run ended, the todo list in its last state. Rules:
+what compaction has reached, and a session's last messages say how it ended), as a
+conversation (`scheduler/session_reading.py`): each distinct request of the user and what
+was done for it, the files really changed, the true end state with the last substantive
+conclusion, and what is still open. Rules:
 
 - Only work counts: messages an agent injected, turns that never reached the model
   (`session_facts.is_not_work`) are left out; a session with no reply from the model and
   no tool call is no work at all (`Standing.is_work` is false), and is never presented
   as earlier work, though it stays in the store.
 - Times are the messages' own (the source's), never when they were stored.
-- A step is open only if nothing later finished it: the todo list is read to its last
-  state; a command is a failure only if its last run failed; a checkpoint's next steps
-  count only when nothing happened after the checkpoint. `close_finished` then drops
-  what a later session of the project finished (a todo it marked done, a command it ran
-  to a pass).
+- A long session is read from its last `MESSAGES_READ` messages; its first requests then
+  come from its first `OPENING_READ` messages, or, failing them, from the objective of the
+  summary over its first message.
+- A step is open only if nothing later finished it: the reader reconciles the todo list
+  with what followed it; a checkpoint's next steps count only when nothing happened after
+  the checkpoint. `close_finished` then drops what a later session of the project finished
+  (a todo it marked done, a check it ran to a pass).
 """
 
 from __future__ import annotations
@@ -23,29 +26,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from palimpsest.graph_schema.models import Message, Role, Summary, Thread
+from palimpsest.graph_schema.models import Summary, Thread
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.extractive import parse_checkpoint
-from palimpsest.scheduler.session_facts import (
-    CommandRun,
-    FileChange,
-    clip,
-    extract_facts,
-    is_not_work,
-    tool_call,
-)
+from palimpsest.scheduler.session_facts import clip, is_not_work
+from palimpsest.scheduler.session_reading import Ask, Ending, read_session
 
-#: Most messages read from the end of a session (about 30 ms on SQLite; an older first request
-#: then comes from its summary, and a todo list older than them is not read).
-MESSAGES_READ = 800
-#: Longest line of a session's digest, in characters.
+#: Most messages read from the end of a session (an older todo list is not read; about 0.3 s on SQLite).
+MESSAGES_READ = 2000
+#: Messages read from the start of a session longer than that, for its first requests.
+OPENING_READ = 60
+#: Longest objective taken from a summary, in characters.
 LINE_CHARS = 240
-#: Files named in "did" before "and N more".
-FILES_NAMED = 5
-#: Open steps named per session.
-OPEN_NAMED = 5
-#: Statuses of a command whose last run failed.
-_PASSED = ("ok", "exit 0", "running in the background", "no result yet")
 
 
 @dataclass
@@ -57,12 +49,12 @@ class Standing:
     last_at: datetime | None = None
     branch: str | None = None
     cwd: str | None = None
-    goal: str | None = None
+    asks: list[Ask] = field(default_factory=list)
     did: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
-    ended: str | None = None
+    ending: Ending | None = None
     open_steps: list[str] = field(default_factory=list)
-    #: Todo items this session marked done and commands whose last run passed (to close older steps).
+    #: Todo items this session marked done and checks whose last run passed (to close older steps).
     finished: set[str] = field(default_factory=set)
     tokens: int = 0
     summary_id: str | None = None
@@ -84,10 +76,10 @@ def _key(text: str) -> str:
 async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> Standing:
     """Where ``thread`` stands, from its last `MESSAGES_READ` messages and the summaries above its ends.
 
-    The highest summary over its first message gives its objective when the first
-    request is older than the messages read; the one over its last message (if
-    compaction reached it) gives the id to expand and, without a todo list, the
-    checkpoint's next steps: nothing happened after them.
+    The highest summary over its first message gives its objective when its first
+    requests are older than the messages read and not in its first `OPENING_READ`; the
+    one over its last message (if compaction reached it) gives the id to expand and, when
+    the session kept no todo list, the checkpoint's next steps: nothing happened after them.
     """
     first = max(0, thread.message_count - MESSAGES_READ)
     messages = await store.get_messages(partition, thread.id, first_seq=first, limit=MESSAGES_READ)
@@ -104,56 +96,37 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
             standing.branch = branch
         if isinstance(cwd, str) and cwd and standing.cwd is None:
             standing.cwd = cwd
-    facts = extract_facts(work)
-    standing.tool_calls = facts.tool_calls
-    replies = [message for message in work if _is_reply(message)]
-    standing.replies = len(replies)
+    reading = read_session(messages)
+    standing.tool_calls, standing.replies = reading.tool_calls, reading.replies
     opening = messages[0] if first == 0 else (await store.get_messages(partition, thread.id, limit=1))[0]
     chains = await store.covered_by([opening.id, work[-1].id])
     head = await _summary(store, partition, chains.get(opening.id, []))
     tail = await _summary(store, partition, chains.get(work[-1].id, []))
     pointer = tail or head
     standing.summary_id = pointer.id if pointer is not None else None
-    if first == 0 and facts.requests:
-        standing.goal = clip(facts.requests[0], LINE_CHARS)
-    elif head is not None and parse_checkpoint(head.text).sections.get("Objective"):
-        standing.goal = clip(parse_checkpoint(head.text).sections["Objective"][0], LINE_CHARS)
-    elif facts.requests:
-        standing.goal = clip(facts.requests[0], LINE_CHARS)
-    standing.modified = list(facts.modified)
-    standing.did = _did(facts.modified, facts.commands, facts.todo_done)
-    if replies:
-        standing.ended = clip(replies[-1].content, LINE_CHARS)
-    if facts.test_state:
-        standing.ended = (standing.ended + " " if standing.ended else "") + f"(last test run: {facts.test_state})"
-    failing = _still_failing(list(facts.commands.values()))
-    standing.open_steps = [f"todo: {item}" for item in facts.todo_open]
-    standing.open_steps += [f"`{run.command}` last ended {run.status}" for run in failing]
-    if not facts.todo_open and not facts.todo_done and tail is not None:  # nothing happened after the checkpoint
+    standing.asks = reading.asks
+    if first > 0:
+        standing.asks = await _opening_asks(store, partition, thread, head) + standing.asks
+        standing.first_at = min(standing.first_at, opening.created_at) if standing.first_at else opening.created_at
+    standing.modified = list(reading.changed)
+    standing.did = reading.did
+    standing.ending = reading.ending
+    standing.open_steps = list(reading.open_items)
+    todo_kept = any(step.startswith("todo: ") for step in reading.open_items) or bool(reading.finished)
+    if not todo_kept and tail is not None:  # the summary covers the last message: nothing happened after it
         standing.open_steps += parse_checkpoint(tail.text).sections.get("Next steps", [])
-    standing.finished = {_key(item) for item in facts.todo_done}
-    standing.finished |= {_key(f"`{run.command}`") for run in facts.commands.values() if run.status in _PASSED[:2]}
+    standing.finished = {_key(item) for item in reading.finished}
     return standing
 
 
-def _still_failing(runs: list[CommandRun]) -> list[CommandRun]:
-    """Commands whose last run failed and that no later passing command redid.
-
-    ``runs`` are in the order of their last run. A later pass of the same arguments
-    under another program (``python x.py`` failing, ``python3 x.py`` passing) redid it.
-    """
-    failing: list[CommandRun] = []
-    for index, run in enumerate(runs):
-        if run.status in _PASSED:
-            continue
-        arguments = run.command.split()[1:]
-        redone = any(
-            later.status in _PASSED[:2] and arguments and later.command.split()[1:] == arguments
-            for later in runs[index + 1 :]
-        )
-        if not redone:
-            failing.append(run)
-    return failing
+async def _opening_asks(store: MemoryStore, partition: str, thread: Thread, head: Summary | None) -> list[Ask]:
+    """The first requests of a session longer than the messages read: its first messages', else its objective."""
+    opening = await store.get_messages(partition, thread.id, limit=OPENING_READ)
+    asks = read_session(opening).asks
+    if asks:
+        return asks
+    objective = parse_checkpoint(head.text).sections.get("Objective") if head is not None else None
+    return [Ask(clip(objective[0], LINE_CHARS), head.id, 0)] if objective and head is not None else []
 
 
 def close_finished(standings: Sequence[Standing]) -> None:
@@ -166,31 +139,8 @@ def close_finished(standings: Sequence[Standing]) -> None:
 
 def _done(step: str, finished: set[str]) -> bool:
     key = _key(step.removeprefix("todo: "))
-    command = key.split(" last ended ", 1)[0]
+    command = key.split(" still failing", 1)[0].strip("`")
     return key in finished or command in finished
-
-
-def _is_reply(message: Message) -> bool:
-    """The assistant's own words to the user (not a tool call, not thinking)."""
-    if message.role is not Role.assistant or message.metadata.get("kind") not in (None, "text"):
-        return False
-    return tool_call(message) is None and bool(message.content.strip())
-
-
-def _did(modified: dict[str, FileChange], commands: dict[str, CommandRun], todo_done: list[str]) -> list[str]:
-    """What the session did, in a few phrases: files changed, commands run, todos finished."""
-    parts: list[str] = []
-    if modified:
-        names = [path.rsplit("/", 1)[-1] for path in modified]
-        more = f" and {len(names) - FILES_NAMED} more" if len(names) > FILES_NAMED else ""
-        parts.append(
-            f"changed {len(names)} file{'s' if len(names) > 1 else ''} ({', '.join(names[:FILES_NAMED])}{more})"
-        )
-    if commands:
-        parts.append(f"ran {len(commands)} distinct command{'s' if len(commands) > 1 else ''}")
-    if todo_done:
-        parts.append(f"finished {len(todo_done)} todo{'s' if len(todo_done) > 1 else ''}")
-    return parts
 
 
 async def _summary(store: MemoryStore, partition: str, chain: list[str]) -> Summary | None:

@@ -3,10 +3,11 @@
 An agent only searches memory if it thinks to; a session-start hook hands it what the
 project's earlier sessions left without being asked. Two cases:
 
-- a new or cleared session (`project_memory`): where each recent session of the project
-  stands (`standing.py`: when it happened, by the messages' own times; what it set out
-  to do; what it did; how it ended; what is still open), then the project's current
-  facts, and one line on how to grep and expand;
+- a new or cleared session (`project_memory`): each recent session of the project as a
+  block (`session_blocks.py`: when it happened, by the messages' own times; each thing the
+  user asked and what was done for it; what it did; how it truly ended; what is still
+  open; its facts worth keeping), then facts of the project's other sessions, and one
+  line on how to grep and expand;
 - a resumed session, or one the agent just compacted itself (`session_memory` with
   ``resume``): that thread's ``assemble_context``, so the agent gets exact pointers back
   to what its own compaction dropped.
@@ -17,11 +18,16 @@ then those that touched the files at hand (changed in the working tree now), the
 newest. Sessions that are no work (never reached the model, only injected context) are
 left out and counted. One line says how many tokens of history the memory stands for.
 
-Both fit ``PALIMPSEST_STARTUP_BUDGET`` estimated tokens (and, for a rules file, a cap in
-characters). Items are whole or left out, never cut mid-way, and everything is ordered
-by stored values (and the working tree's branch and changed files) only, so the same
-memory gives the same bytes: the agent's prompt cache, which keys on the exact prefix,
-stays warm from one session to the next.
+One budget for all of it: ``PALIMPSEST_STARTUP_BUDGET`` estimated tokens (and, for a
+rules file, a cap in characters). Each session shown gets its base first (heading,
+ending, whether anything is open), in rank order, while whole bases fit; the rest of the
+budget is shared by rank, the first session getting the most (shares 1, 1/2, 1/3, ...),
+each session filling its share with its best items, whatever a session leaves going to
+the next; what is left at the end goes to the facts of sessions not shown. Items are
+whole or left out, never cut mid-way, and everything is ordered by stored values (and
+the working tree's branch and changed files) only, so the same memory gives the same
+bytes: the agent's prompt cache, which keys on the exact prefix, stays warm from one
+session to the next.
 """
 
 from __future__ import annotations
@@ -30,22 +36,23 @@ import asyncio
 import os
 import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from palimpsest.graph_schema.errors import NotFound
-from palimpsest.graph_schema.identity import estimate_tokens
 from palimpsest.graph_schema.models import Fact
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.retrieval.session_blocks import Item, block_items, fact_score, render, shown_fact
 from palimpsest.server.retrieval.standing import Standing, close_finished, read_standing
 
 #: Earlier sessions presented, at most.
 STARTUP_SESSIONS = 5
 #: Sessions read to find them (some are no work), newest first.
 SESSIONS_READ = 8
-#: Current facts looked at, newest first.
+#: Current facts of the project looked at for sessions not shown, newest first.
 STARTUP_FACTS = 60
+#: Current facts of one shown session looked at.
+SESSION_FACTS = 300
 #: Threads of the partition listed to find the project's sessions.
 THREADS_LISTED = 500
 #: Longest one-line digest of a fact, in characters (its id leads to the rest).
@@ -54,9 +61,6 @@ LINE_CHARS = 300
 RULES_CHARS = 5_800
 #: Seconds ``git status`` may take before the files at hand are taken as unknown.
 GIT_TIMEOUT_S = 2.0
-#: Fact kinds in the order they are shown: what was decided and set before what was run.
-#: A file's own facts are left out: each session's line names the files it changed.
-FACT_ORDER = ("decision", "configuration", "dependency", "commit", "technology", "recommendation", "change", "command")
 HOW_TO = (
     "Search all of it with grep_memories(query) or recall(query); expand_summary(id) gives back "
     "the exact messages a summary covers, describe_summary(id) says what it spans.\n"
@@ -133,58 +137,41 @@ def _when(standing: Standing) -> str:
     return f"{first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC"
 
 
-def _block(standing: Standing) -> str:
-    """One session, whole: a heading line and what it set out to do, did, ended with, left open."""
+def _heading(standing: Standing) -> str:
     where = f", branch {standing.branch}" if standing.branch else ""
     pointer = f"summary {standing.summary_id}" if standing.summary_id else f"last message {standing.last_message_id}"
-    lines = [
-        f"### {standing.thread.id} ({_when(standing)}{where}, {standing.thread.message_count} messages; {pointer})\n"
-    ]
-    if standing.goal:
-        lines.append(f"- Set out to: {standing.goal}\n")
-    if standing.did:
-        lines.append(f"- Did: {'; '.join(standing.did)}\n")
-    if standing.ended:
-        lines.append(f"- Ended with: {standing.ended}\n")
-    if standing.open_steps:
-        lines.append("- Still open: " + "; ".join(_one_line(step, 160) for step in standing.open_steps[:5]) + "\n")
-    else:
-        lines.append("- Still open: nothing\n")
-    return "".join(lines)
+    return f"### {standing.thread.id} ({_when(standing)}{where}, {standing.thread.message_count} messages; {pointer})\n"
 
 
-def _fact_key(fact: Fact) -> tuple[int, str, str]:
-    rank = FACT_ORDER.index(fact.kind) if fact.kind in FACT_ORDER else len(FACT_ORDER)
-    return (rank, _inverse(fact.created_at.isoformat()), fact.id)
+def _fill(items: list[Item], chosen: list[Item], room: int) -> int:
+    """Add ``items`` best first while they fit in ``room`` characters; how many characters they took.
 
-
-class _Budget:
-    """Adds whole lines while the text stays within the token budget and character cap."""
-
-    def __init__(self, tokens: int, chars: int | None) -> None:
-        self.tokens, self.chars = tokens, chars
-        self.text = ""
-        self.left_out = 0
-
-    def fits(self, more: str) -> bool:
-        candidate = self.text + more
-        return estimate_tokens(candidate) <= self.tokens and (self.chars is None or len(candidate) <= self.chars)
-
-    def add(self, line: str) -> bool:
-        if self.fits(line):
-            self.text += line
-            return True
-        self.left_out += 1
-        return False
-
-    def section(self, heading: str, lines: Sequence[str]) -> None:
-        """A heading and as many of its lines, in order, as fit (none: no heading)."""
-        if not lines or not self.fits(heading + lines[0]):
-            self.left_out += len(lines)
-            return
-        self.text += heading
-        for line in lines:
-            self.add(line)
+    A label is paid for with its part's first item; an upgrade takes the place of the item
+    it enriches, for the characters it adds, and only once that item is chosen.
+    """
+    used = 0
+    labels = {item.part: item for item in items if item.label}
+    ordered = sorted((item for item in items if not item.label), key=lambda item: (item.rank, item.part, item.position))
+    for item in ordered:
+        placed = any((c.part, c.position) == (item.part, item.position) for c in chosen)
+        if item in chosen or (placed and not item.upgrade):
+            continue
+        if item.upgrade:
+            base = next((c for c in chosen if (c.part, c.position) == (item.part, item.position)), None)
+            if base is None or base.upgrade or used + len(item.text) - len(base.text) > room:
+                continue
+            chosen[chosen.index(base)] = item
+            used += len(item.text) - len(base.text)
+            continue
+        label = labels.get(item.part)
+        cost = len(item.text) + (len(label.text) if label is not None and label not in chosen else 0)
+        if used + cost > room:
+            continue
+        if label is not None and label not in chosen:
+            chosen.append(label)
+        chosen.append(item)
+        used += cost
+    return used
 
 
 async def project_memory(
@@ -225,16 +212,12 @@ async def project_memory(
     work.sort(key=lambda standing: _inverse(standing.last_at.isoformat() if standing.last_at else ""))
     close_finished(work)
     work.sort(key=lambda standing: _rank(standing, tree))
-    facts: list[Fact] = []
+    others: list[Fact] = []
     if threads:
-        facts = await store.list_facts(partition, project=project, current_only=True, limit=STARTUP_FACTS)
-    facts = [fact for fact in facts if not (fact.subject or "").startswith("file:")]
-    facts.sort(key=_fact_key)
-    if not work and not facts:
+        others = await store.list_facts(partition, project=project, current_only=True, limit=STARTUP_FACTS)
+    if not work and not others:
         return ""
     where = f" of project {project}" if project else ""
-    budget = _Budget(budget_tokens, max_chars)
-    shown = work[:STARTUP_SESSIONS]
     tokens = sum(standing.tokens for standing in work)
     dates = sorted(standing.last_at for standing in work if standing.last_at)
     span = f", {dates[0]:%Y-%m-%d} to {dates[-1]:%Y-%m-%d}" if dates else ""
@@ -244,13 +227,50 @@ async def project_memory(
         f"Stands for {tokens:,} tokens of history in {len(work)} "
         f"session{'s' if len(work) != 1 else ''}{span}{skipped}.\n" + HOW_TO
     )
-    if not budget.add(heading):
+    room = min(budget_tokens * 4, max_chars if max_chars is not None else budget_tokens * 4) - len(heading)
+    if room < 0:
         return ""
-    budget.section("\n## Where things stand, most relevant session first\n", [_block(standing) for standing in shown])
-    budget.section(
-        "\n## Current facts\n", [f"- {_one_line(fact.text)} ({fact.kind}, fact {fact.id})\n" for fact in facts]
-    )
-    return budget.text
+    section = "\n## Where things stand, most relevant session first\n"
+    blocks: list[tuple[Standing, list[Item], Item, Item]] = []
+    for standing in work[:STARTUP_SESSIONS]:
+        facts = await store.list_facts(partition, thread_id=standing.thread.id, current_only=True, limit=SESSION_FACTS)
+        facts.sort(key=lambda fact: (fact.created_at, fact.id))
+        items, brief, full = block_items(standing, facts, pointer=_heading(standing))
+        blocks.append((standing, items, brief, full))
+    shown: list[tuple[list[Item], list[Item], Item, Item]] = []
+    for _standing, items, brief, full in blocks:
+        base = [item for item in items if item.rank == 0.0] + [brief]
+        cost = sum(len(item.text) for item in base) + (len(section) if not shown else 0)
+        if cost <= room:
+            shown.append((items, base, brief, full))
+            room -= cost
+    text = heading
+    if shown:
+        weights = [1 / (rank + 1) for rank in range(len(shown))]
+        for index, (items, chosen, brief, full) in enumerate(shown):
+            share = int(room * weights[index] / sum(weights[index:]))
+            used = 0
+            if len(full.text) - len(brief.text) <= share and full.text != brief.text:
+                chosen[chosen.index(brief)] = full
+                used += len(full.text) - len(brief.text)
+            used += _fill(items, chosen, share - used)
+            room -= used
+        for items, chosen, _brief, _full in shown:  # what a share left, best items first
+            room -= _fill(items, chosen, room)
+        text += section + "".join(render(chosen) for _items, chosen, _brief, _full in shown)
+    shown_threads = {standing.thread.id for standing in work[:STARTUP_SESSIONS]}
+    rest = [fact for fact in others if fact.thread_id not in shown_threads and shown_fact(fact)]
+    rest.sort(key=lambda fact: (-fact_score(fact), _inverse(fact.created_at.isoformat()), fact.id))
+    lines = [f"- {_one_line(fact.text)} ({fact.kind}, fact {fact.id})\n" for fact in rest]
+    facts_heading = "\n## Facts of other sessions\n"
+    if lines and len(facts_heading) + len(lines[0]) <= room:
+        room -= len(facts_heading)
+        text += facts_heading
+        for line in lines:
+            if len(line) <= room:
+                text += line
+                room -= len(line)
+    return text
 
 
 async def session_memory(

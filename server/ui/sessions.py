@@ -24,7 +24,9 @@ from typing import Any, Literal
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import Thread
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.server.retrieval.standing import read_standing
+from palimpsest.scheduler.session_facts import clip
+from palimpsest.server.retrieval.session_blocks import ASK_SHORT, ENDING_WORDS
+from palimpsest.server.retrieval.standing import Standing, read_standing
 
 #: Threads of a partition listed, most recently stored first.
 THREADS_LISTED = 500
@@ -55,6 +57,21 @@ class About:
     ended: str | None
     branch: str | None
     is_work: bool
+
+
+#: Requests named in a session's title before "and N more".
+TITLE_ASKS = 3
+
+
+def about(standing: Standing) -> About:
+    """A session's title from its distinct requests, and its ending as the start memory words it."""
+    asks = [clip(ask.text, ASK_SHORT) for ask in standing.asks]
+    goal = " · ".join(asks[:TITLE_ASKS]) if asks else None
+    if goal and len(asks) > TITLE_ASKS:
+        goal += f" · and {len(asks) - TITLE_ASKS} more"
+    ending = standing.ending
+    ended = f"{ENDING_WORDS[ending.kind]}: {ending.brief or ending.conclusion}" if ending else None
+    return About(goal, ended, standing.branch, standing.is_work)
 
 
 @dataclass
@@ -113,7 +130,7 @@ class SessionCache:
         key = self._key(thread)
         if key not in self._about:
             standing = await read_standing(store, thread.partition, thread)
-            self._about[key] = About(standing.goal, standing.ended, standing.branch, standing.is_work)
+            self._about[key] = about(standing)
         self._keep(self._about, key)
         return self._about[key]
 

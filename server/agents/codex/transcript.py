@@ -7,8 +7,10 @@ saw and said; ``turn_context`` says which model ran a turn; ``event_msg`` lines 
 the response items for the UI and ``compacted`` lines hold Codex's own summary of
 earlier items, so both are skipped (and counted), as is any other bookkeeping, except
 a ``user_message`` event whose prompt no ``message`` item carries (some builds write a
-prompt only there): it is the user's message, taken once (see ``_Prompts``). The
-mapping, decided once here:
+prompt only there): it is the user's message, taken once (see ``_Prompts``); and a
+``turn_aborted`` event (the turn stopped, ``reason`` ``interrupted`` when the user did it),
+which older builds write instead of a ``<turn_aborted>`` message: it is kept as that
+message, marked injected. The mapping, decided once here:
 
 - thread = the session id; project = the last component of its ``cwd``;
 - source id = ``line-N``, N the line number: Codex only ever appends to a rollout, so
@@ -289,6 +291,15 @@ def _user_event(payload: dict[str, Any]) -> Piece | None:
     return Piece(Role.user, text, "text", extra=extra)
 
 
+def _aborted(payload: dict[str, Any]) -> Piece | None:
+    """A ``turn_aborted`` event as the ``<turn_aborted>`` message newer builds write, marked injected."""
+    if payload.get("type") != "turn_aborted":
+        return None
+    reason = payload.get("reason") if isinstance(payload.get("reason"), str) else "unknown"
+    text = f"<turn_aborted>\n  <reason>{reason}</reason>\n</turn_aborted>"
+    return Piece(Role.user, text, "text", extra={"injected": True, "injected_as": "turn_aborted"})
+
+
 def _first_line(path: Path) -> dict[str, Any] | None:
     """The rollout's first line, which names the session (read when a hook resumes further on)."""
     for number, raw in read_lines(path, state=ReadState(limit=MAX_LINE_BYTES)):
@@ -365,6 +376,7 @@ def parse_codex(
                 piece = _user_event(payload)
                 if piece is not None and not prompts.event(piece.content):
                     piece = None
+                piece = piece or _aborted(payload)
             elif piece is not None and piece.role is Role.user and "injected" not in (piece.extra or {}):
                 if not prompts.item(piece.content):
                     piece = None

@@ -86,9 +86,9 @@ def test_second_session_gets_the_first_ones_facts_and_summaries_within_budget(st
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("# Memory of project billing-api from earlier sessions (Palimpsest)\n")
     assert "grep_memories" in context and "expand_summary" in context
-    assert f"{FACT} (decision, fact " in context
+    assert f"  - {FACT} (msg_" in context
     assert f"### {FIRST} (" in context and f"summary {summary.id})" in context
-    assert "## Where things stand" in context and "- Set out to: Add JWT auth to the billing API\n" in context
+    assert "## Where things stand" in context and "- Asked (3):\n  1. Add JWT auth to the billing API" in context
     assert estimate_tokens(context) <= 1500
     # The same memory gives the same bytes.
     assert start(store_url, SECOND).stdout == result.stdout

@@ -154,12 +154,12 @@ def test_how_the_last_session_ended_and_nothing_it_finished_is_open(store_url: s
     block = text.split(f"### {s.session}", 1)[1].split("\n### ", 1)[0]
     # When it happened: the transcript's own times, not when it was stored.
     assert block.startswith(" (2025-06-14 10:00–10:")
-    assert "- Set out to: Set up CI for the converter and make type checking pass\n" in block
-    assert "- Ended with: Fixed all the type issues in converter.py. Type checking passes (0 errors)" in block
+    assert "- Asked:\n  1. Set up CI for the converter and make type checking pass\n" in block
+    assert "- Ended: completed. Fixed all the type issues in converter.py. Type checking passes (0 errors)" in block
     # The last todo list says both are done; mypy failed, then passed: nothing is open.
     assert "- Still open: nothing\n" in block
-    assert "Fix type checking issues in converter.py" not in block.split("- Ended with:")[0]
-    assert "changed 2 files (ci.yml, converter.py)" in block
+    assert "Fix type checking issues in converter.py" not in block.split("- Ended:")[0]
+    assert '- Did: created ci.yml; edited converter.py; committed "Type-check the converter in CI" (3f2a9c1)' in block
     assert "Stands for " in text and " tokens of history in 1 session, 2025-06-14 to 2025-06-14.\n" in text
 
 
@@ -176,8 +176,12 @@ def test_open_steps_are_the_last_todo_state_and_failures_that_never_passed(store
     s.say("The database is not running here, so the suite cannot run yet.")
     s.store(store_url)
     block = memory(store_url).split("### bbbb2222-open", 1)[1]
-    assert "- Still open: todo: Run the test suite on Postgres; `pytest -q` last ended exit 1\n" in block
-    assert "Write the migration" not in block
+    assert "- Ended: failed: `pytest -q` still failing. The database is not running here" in block
+    assert (
+        "- Still open:\n  - `pytest -q` still failing: E psycopg.OperationalError: connection refused\n"
+        "  - todo: Run the test suite on Postgres\n"
+    ) in block
+    assert "Write the migration" not in block and "manage.py" not in block.split("- Still open:")[1]
     # A later session of the project finishes both: the older session has nothing open any more.
     later = Session(tmp_path, "cccc3333-later", day="2025-06-15")
     later.ask("Start Postgres and run the suite")
@@ -307,7 +311,7 @@ def test_facts_by_default_from_structure_and_prose_never_from_tool_json(store_ur
     # recall and the session-start memory use them.
     recalled = json.loads(cli(store_url, "recall", "mypy", "--partition", "claude", "--json"))
     assert any("mypy" in fact["text"] for fact in recalled["facts"])
-    assert "Added dependency mypy (uv add) (dependency, fact " in memory(store_url)
+    assert "  - Added dependency mypy (uv add) (msg_" in memory(store_url)
 
 
 def test_facts_off_everywhere_or_for_one_thread(store_url: str, tmp_path: Path) -> None:
@@ -402,12 +406,10 @@ def test_a_codex_session_is_read_past_its_injected_context(store_url: str) -> No
 
     text = asyncio.run(run())
     assert "### rollout-1 (2025-09-03 08:02–08:09 UTC, 10 messages;" in text
-    assert "- Set out to: Make the importer skip blank rows\n" in text
+    assert "- Asked:\n  1. Make the importer skip blank rows\n" in text
     assert "environment_context" not in text and "AGENTS.md" not in text
-    assert (
-        "- Ended with: The importer now skips blank rows; all 9 importer tests pass. (last test run: 9 passed" in text
-    )
-    assert "- Did: ran 1 distinct command; finished 1 todo\n" in text
+    assert "- Ended: answered. The importer now skips blank rows; all 9 importer tests pass.\n" in text
+    assert "- Did: checks: `pytest -q tests/test_importer.py` passed\n" in text
     assert "- Still open: nothing\n" in text
 
 

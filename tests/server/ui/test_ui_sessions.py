@@ -77,7 +77,10 @@ async def test_sessions_are_listed_by_their_request_and_dated_by_their_messages(
     assert rows(newest) == [NEW, OLD] and rows(oldest) == [OLD, NEW] and rows(most) == [NEW, OLD]
     assert rows(project) == [NEW, OLD] and rows(other) == [] and 'id="empty">No session here.' in other
     old_row = text_of(newest[newest.index(f'<tr data-thread="{OLD}"') :].split("</tr>")[0])
-    assert old_row.startswith("Add JWT auth to the billing API Ended with: Done: JWT auth added to the billing API.")
+    # Listed by every request it made, then how it really ended (the start memory's reading).
+    assert old_row.startswith(
+        "Add JWT auth to the billing API · Why does this screen fail? [image: image/png] Ended with: answered:"
+    )
     # Dated by the messages' own times (July), not by when the hook stored them (today).
     assert "claude billing-api main 9 2026-07-14 09:30 → 09:32" in old_row
     assert datetime.now(UTC).strftime("%Y-%m-%d") not in old_row
@@ -94,7 +97,7 @@ async def test_the_conversation_reads_with_calls_folded_over_their_results(fille
     old = filled["old"]
     async with serving(build_server(settings_for(filled["url"]))) as base, httpx2.AsyncClient(base_url=base) as http:
         page = (await http.get("/ui/thread", params={"p": "claude", "t": OLD})).text
-    assert '<h1 id="session-title">Add JWT auth to the billing API</h1>' in page
+    assert '<h1 id="session-title">Add JWT auth to the billing API · Why does this screen fail?' in page
     meta = text_of(page[page.index('<p class="stats" id="session-meta">') :].split("</p>")[0])
     assert meta.startswith("agent claude · project billing-api · branch main · 9 messages · 2026-07-14 09:30 → 09:32")
     assert "· ·" not in page and "· </p>" not in page
@@ -161,9 +164,11 @@ async def test_facts_and_the_start_memory_lead_to_their_messages(filled: dict[st
     )
     assert "Facts (1 current, 1 superseded)" in page
     memory = page[page.index('<pre id="start-memory"') :].split("</pre>")[0]
-    assert "Set out to: Add JWT auth to the billing API" in unescape(memory)
+    assert "Add JWT auth to the billing API" in unescape(memory)
     assert f'<a href="/ui/thread?p=claude&amp;t={OLD}">{OLD}</a>' in memory
-    assert f'<a href="#fact-{new_fact.id}">{new_fact.id}</a>' in memory
+    # A fact in the start memory names the message it came from, and links to it.
+    fact_line = next(line for line in memory.splitlines() if "Auth uses RS256 JWTs" in line)
+    assert f"m={source.id}#msg-{source.id}" in unescape(fact_line) and f">{source.id}</a>" in fact_line
     assert f'<li class="turn turn-text focus" id="msg-{source.id}"' in landed
 
 

@@ -1,0 +1,378 @@
+"""What an assistant's reply says, read from its markdown: conclusions, offers, options, next steps.
+
+Replies are markdown written for a person: a preface ("Let me check the tests."), headings,
+bullets, tables, fenced code, a closing offer ("Want me to commit this?"). A memory that
+quotes a reply must keep what it concluded and drop the rest, and must never cut inside a
+heading or a table. The rules:
+
+- A reply is read as `Unit` s: headings, bullets (with their checkbox, if any), paragraphs,
+  table rows and code fences. A fence whose language is none, ``md``, ``markdown`` or
+  ``text`` and whose lines read as prose (a PR description, a commit message) is read as
+  its lines; any other fence, and every table, is left out of a conclusion.
+- A heading is never an item of its own: it only says what the items under it are.
+- A **preface** is a sentence that announces work instead of reporting it ("Let me ...",
+  "I'll ...", "Now dispatching ...", "Verifying git status."); a **chat opener** is a
+  short exclamation ("Perfect!", "Done!"). Neither is a conclusion.
+- A conclusion is made of whole sentences and whole bullets, in order, up to a length,
+  cut only at a sentence or bullet boundary; a line ending in a colon stays only when the
+  bullets it introduces follow it.
+- The closing question of a reply (its last sentence, ending in ``?``) is an offer when it
+  proposes work ("Want me to commit this?", "Ready to implement?").
+- Numbered options ("1. **Subagent-Driven** - ...", "**Option 2: ...**") are what a bare
+  answer such as "1" or "3, but enabled by default" chose.
+- Next steps are the items under a heading or label that names them ("Next steps",
+  "Remaining", "TODO", "Follow-ups"), unchecked checkboxes (``- [ ] Verify ...``), and
+  sentences telling the user what they still have to do ("You'll need to ...", "You may
+  want to delete that one manually", "Before retrying, shut down X").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+(?:\[([ xX])\]\s+)?(.*)$")
+_TABLE = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
+_RULE = re.compile(r"^\s*(?:\*\s*){3,}$|^\s*(?:-\s*){3,}$|^\s*(?:_\s*){3,}$")
+_EMPHASIS = re.compile(r"\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)\s]+\)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])")
+#: A line that is a heading in all but markup: bold alone, or an emoji then a few words.
+_BOLD_LINE = re.compile(r"^\s*\*\*[^*]{1,80}\*\*:?\s*$")
+_PROSE_FENCES = frozenset({"", "md", "markdown", "text", "txt"})
+_CODE_LINE = re.compile(
+    r"[;{}]\s*$|^\s*(?:def |class |import |from \S+ import|func |return |if \(|for \(|const |let |var )"
+)
+#: Sentences announcing work rather than reporting it.
+_PREFACE = re.compile(
+    r"^(?:(?:now|next|first|then|finally|so|ok(?:ay)?|great|perfect|alright)[,!.]?\s+)*"
+    r"(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i should|i'm now|i am now|"
+    r"we'll|we will|we need to|time to|going to|"
+    r"(?:now\s+)?(?:verifying|checking|running|looking|reading|searching|dispatching|launching|starting|"
+    r"trying|creating|updating|adding|fixing|moving|writing|exploring|investigating|examining|testing)\b)",
+    re.IGNORECASE,
+)
+_WILL = re.compile(r"\b(?:I'll|I will|let me|I'm going to|I am going to)\b", re.IGNORECASE)
+#: A short "Now X." that names the next step, not what happened.
+_NOW_NEXT = re.compile(r"^now,?\s+[^.!?]{1,40}[.!]?$", re.IGNORECASE)
+_OPENER = re.compile(
+    r"^(?:perfect|great|excellent|awesome|(?:all )?done|got it|good (?:catch|question|point|idea)|sure|certainly|"
+    r"absolutely|nice|alright|ok(?:ay)?|understood|you'?re right|thanks?(?: you)?|all set|success)[!.]*$",
+    re.IGNORECASE,
+)
+_ASSENT = re.compile(
+    r"^(?:yes|exactly|good|great|that'?s|that is|this is|makes sense|ah|right|correct|i see|i now|nice|"
+    r"interesting|indeed|agreed|excellent|perfect|awesome|understood|got it|okay|ok)\b.*[.!]$",
+    re.IGNORECASE,
+)
+#: A closing question that proposes more work.
+_OFFER = re.compile(
+    r"\b(?:want me to|would you like me to|shall i|should i|do you want me to|ready to|like me to|may i|"
+    r"(?:would you like|do you want|want) to (?:start|proceed|continue|go ahead|commit|create|implement|run|merge|"
+    r"push|apply|open|execute)|can i go ahead|proceed with)\b",
+    re.IGNORECASE,
+)
+_NEXT_LABEL = re.compile(
+    r"\b(?:next steps?|what'?s next|remaining(?: work| items| tasks)?|to ?do|todos?|follow[- ]ups?|"
+    r"still (?:to do|open|needed)|open (?:items|questions)|left to do|pending|not yet done|action items)\b",
+    re.IGNORECASE,
+)
+_USER_ACTION = re.compile(
+    r"\b(?:you(?:'ll| will)? need to|you(?: may| might)? want to|you should|you must|make sure (?:to|you)|"
+    r"remember to|don'?t forget to|before (?:retrying|running|you|trying)|be sure to|"
+    r"(?:by hand|manually)\b)",
+    re.IGNORECASE,
+)
+#: The line an agent signs a commit or PR text with ("🤖 Generated with [Claude Code](...)").
+_SIGNATURE = re.compile(r"Generated with (?:\[|Claude Code|Codex|Gemini)|^Co-Authored-By:", re.IGNORECASE)
+_OPTION = re.compile(
+    r"^\s*(?:#{1,6}\s*)?(?:\*\*)?\s*(?:option\s+)?(\d{1,2})\s*[.):]\s*(?:\*\*)?\s*(.+)$", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One block of a reply: ``heading``, ``bullet``, ``para`` or ``table`` (a row), with its text."""
+
+    kind: str
+    text: str
+    depth: int = 0
+    #: A bullet's checkbox: ``" "`` unchecked, ``"x"`` checked, None without one.
+    box: str | None = None
+
+
+def plain(text: str) -> str:
+    """Inline markdown flattened: emphasis markers gone (never inside a code span), spacing collapsed."""
+    parts = re.split(r"(`[^`]*`)", text)
+    flat = (part if part.startswith("`") else _EMPHASIS.sub("", _LINK.sub(r"\1", part)) for part in parts)
+    return " ".join("".join(flat).split())
+
+
+def _prose_fence(lines: list[str]) -> bool:
+    """Whether a fence's lines read as prose (a PR text, a commit message) rather than code."""
+    filled = [line for line in lines if line.strip()]
+    if not filled:
+        return False
+    code = sum(1 for line in filled if _CODE_LINE.search(line))
+    return code * 4 < len(filled)
+
+
+def units(text: str) -> list[Unit]:
+    """The blocks of a markdown text, in order (see the module docstring for fences and tables)."""
+    found: list[Unit] = []
+    lines = text.splitlines()
+    index = 0
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            found.append(Unit("para", plain(" ".join(paragraph))))
+            paragraph.clear()
+
+    while index < len(lines):
+        raw = lines[index]
+        fence = _FENCE.match(raw)
+        if fence is not None:
+            flush()
+            closing = next(
+                (j for j in range(index + 1, len(lines)) if lines[j].strip().startswith(fence.group(1))), len(lines)
+            )
+            body = lines[index + 1 : closing]
+            if fence.group(2).lower() in _PROSE_FENCES and _prose_fence(body):
+                found.extend(units("\n".join(body)))
+            index = closing + 1
+            continue
+        stripped = raw.strip()
+        index += 1
+        if not stripped or _RULE.match(stripped):
+            flush()
+            continue
+        if _SETEXT.match(stripped) and paragraph:
+            found.append(Unit("heading", plain(" ".join(paragraph))))
+            paragraph.clear()
+            continue
+        heading = _HEADING.match(raw)
+        if heading is not None or _BOLD_LINE.match(stripped):
+            flush()
+            found.append(Unit("heading", plain(heading.group(1) if heading else stripped).rstrip(":")))
+            continue
+        if _TABLE.match(raw):
+            flush()
+            if not _TABLE_RULE.match(stripped):
+                found.append(Unit("table", stripped))
+            continue
+        bullet = _BULLET.match(raw)
+        if bullet is None and stripped.startswith(("**", "__")):  # **1. Option** - ...
+            bullet = _BULLET.match(plain(raw))
+        if bullet is not None:
+            flush()
+            depth = len(bullet.group(1).replace("\t", "    ")) // 2
+            box = bullet.group(2).lower() if bullet.group(2) else None
+            found.append(Unit("bullet", plain(bullet.group(3)), depth, box))
+            continue
+        if found and found[-1].kind == "bullet" and raw[:1].isspace() and not paragraph:
+            last = found.pop()
+            found.append(Unit("bullet", f"{last.text} {plain(stripped)}", last.depth, last.box))
+            continue
+        paragraph.append(stripped)
+    flush()
+    return found
+
+
+def sentences(text: str) -> list[str]:
+    """A line split into sentences (at ``. ! ?`` followed by a capital, a quote or a code span).
+
+    A number alone before its period ("2. Parallel") is a list marker, not a sentence.
+    """
+    found: list[str] = []
+    for part in _SENTENCE_END.split(text):
+        part = part.strip()
+        if not part:
+            continue
+        if found and re.fullmatch(r"\d{1,3}[.)]", found[-1]):
+            found[-1] = f"{found[-1]} {part}"
+        else:
+            found.append(part)
+    return found
+
+
+def is_preface(sentence: str) -> bool:
+    """Whether a sentence announces work ("Let me check ...", "Now dispatching ...") rather than reporting it.
+
+    A sentence that says what the writer will do ("..., I'll `git add docs/color.md`.") is a preface
+    wherever the announcement stands in it.
+    """
+    flat = sentence.strip().lstrip("*_ ")
+    announced = bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat))
+    return announced and not flat.endswith("?")
+
+
+def is_opener(sentence: str) -> bool:
+    """Whether a sentence is only chat: an exclamation ("Perfect!", "Done.") or a short assent ("That makes sense.")."""
+    flat = sentence.strip().strip("*_ ")
+    if _OPENER.match(flat) is not None:
+        return True
+    return len(flat.split()) <= 6 and "`" not in flat and _ASSENT.match(flat) is not None
+
+
+def _kept(sentence: str) -> bool:
+    if _SIGNATURE.search(sentence):
+        return False
+    return not (is_preface(sentence) or is_opener(sentence) or sentence.endswith("?"))
+
+
+def _pieces(text: str) -> Iterator[tuple[str, str]]:
+    """The conclusion's candidate pieces, in order: ``(text, role)``, role ``sentence``, ``intro`` or ``bullet``.
+
+    An ``intro`` is a sentence ending in a colon directly followed by bullets; any other
+    sentence ending in a colon introduces nothing that is kept, and is left out. What is
+    still to do is no conclusion: the items under a next-steps heading, unchecked boxes,
+    and what the user is told to do (they are `next_steps`).
+    """
+    blocks = [unit for unit in units(text) if unit.kind != "table"]
+    under = False
+    for position, unit in enumerate(blocks):
+        if unit.kind == "heading":
+            under = _NEXT_LABEL.search(unit.text) is not None
+            continue
+        following = blocks[position + 1] if position + 1 < len(blocks) else None
+        if unit.kind == "bullet":
+            if unit.box != " " and not under and _kept(unit.text):
+                yield unit.text, "bullet"
+            continue
+        said = [sentence for sentence in sentences(unit.text) if _kept(sentence) and not is_user_action(sentence)]
+        under = bool(said) and said[-1].endswith(":") and _NEXT_LABEL.search(said[-1]) is not None
+        for number, sentence in enumerate(said):
+            if not sentence.endswith(":"):
+                yield sentence, "sentence"
+            elif number == len(said) - 1 and following is not None and following.kind == "bullet" and not under:
+                yield sentence, "intro"
+
+
+def conclusion(text: str, limit: int) -> str:
+    """What a reply concluded, on one line: whole sentences and bullets, at most ``limit`` characters.
+
+    Bullets follow the sentence introducing them and are separated by ``;``. A first
+    piece longer than ``limit`` is cut at its last sentence end, clause end or word
+    that fits, with an ellipsis; any later piece that does not fit ends the conclusion.
+    """
+    out, intro, previous = "", "", ""
+    for piece, role in _pieces(text):
+        if role == "intro":
+            intro = piece
+            continue
+        if role != "bullet":
+            intro = ""
+        addition = f"{intro} {piece}" if intro else piece
+        if not out:
+            candidate = addition
+        elif role == "bullet" and previous == "bullet" and not intro and not out.endswith(":"):
+            candidate = f"{out}; {addition}"
+        else:
+            candidate = f"{out}{'' if out.endswith(('.', '!', '?', ':', ';')) else '.'} {addition}"
+        intro, previous = "", role
+        if len(candidate) > limit:
+            return cut(addition, limit) if not out else out
+        out = candidate
+    return out
+
+
+def cut(text: str, limit: int) -> str:
+    """A too long piece cut at the last sentence end, then clause end, then word that fits."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    for pattern in (r"[.!?](?=\s)", r"[;,:](?=\s)", r"\s"):
+        ends = [match.start() for match in re.finditer(pattern, head)]
+        if ends and ends[-1] > limit // 3:
+            cut = head[: ends[-1] + (1 if pattern != r"\s" else 0)].rstrip(" ;,:")
+            return cut if cut.endswith((".", "!", "?")) else cut + "…"
+    return head.rstrip() + "…"
+
+
+def closing_question(text: str) -> str | None:
+    """The reply's last sentence when it is a question (the offer or question it ends on)."""
+    blocks = [unit for unit in units(text) if unit.kind in ("para", "bullet")]
+    if not blocks:
+        return None
+    last = sentences(blocks[-1].text)
+    return last[-1] if last and last[-1].endswith("?") else None
+
+
+def is_offer(question: str) -> bool:
+    """Whether a closing question proposes more work ("Want me to commit this?")."""
+    return _OFFER.search(question) is not None
+
+
+def offered_work(question: str) -> str:
+    """What an offer proposes, as a step: "Want me to commit these changes?" → "commit these changes"."""
+    match = _OFFER.search(question)
+    rest = question[match.end() :] if match is not None else question
+    rest = rest.strip(" ?").removeprefix("to ").strip()
+    return rest if len(rest.split()) >= 1 and match is not None and match.group(0).lower() != "ready to" else question
+
+
+def options(text: str) -> dict[int, str]:
+    """Numbered options a reply offers (``1. **Subagent-Driven** - ...``), by number, each on one line.
+
+    The last numbered list is the one offered: the options come after any steps they follow.
+    """
+    runs: list[dict[int, str]] = []
+    for line in text.splitlines():
+        match = _OPTION.match(line)
+        if match is None:
+            continue
+        number = int(match.group(1))
+        if number == 1 or not runs:
+            runs.append({})
+        runs[-1].setdefault(number, plain(match.group(2)).strip(" -:"))
+    return runs[-1] if runs else {}
+
+
+def next_steps(text: str) -> list[str]:
+    """The steps a reply leaves: items under a next-steps heading or label, unchecked boxes, user actions.
+
+    A heading is never a step itself; the bullets under it are (see the module docstring).
+    """
+    steps: list[str] = []
+    under = False
+    for unit in units(text):
+        if unit.kind == "heading":
+            under = _NEXT_LABEL.search(unit.text) is not None
+            continue
+        if unit.kind == "table":
+            continue
+        if unit.kind == "bullet":
+            if unit.box == " " or (under and unit.box is None):
+                steps.append(unit.text)
+            continue
+        said = sentences(unit.text)
+        if said and said[-1].endswith(":"):
+            under = _NEXT_LABEL.search(said[-1]) is not None
+        else:
+            under = False
+        steps.extend(sentence for sentence in said if is_user_action(sentence))
+    return steps
+
+
+def is_user_action(sentence: str) -> bool:
+    """Whether a sentence tells the user what they still have to do ("You may want to delete it manually").
+
+    A condition ("If you need to ..., I can help") or a question is no step.
+    """
+    flat = sentence.strip()
+    if flat.endswith(("?", ":")) or re.match(r"^(?:if|when|unless|whenever)\b", flat, re.IGNORECASE):
+        return False
+    return _USER_ACTION.search(flat) is not None
+
+
+def table_digest(text: str) -> list[str]:
+    """The first cells of a reply's table rows (a table answers "where is X used?" by its first column)."""
+    rows = [unit.text for unit in units(text) if unit.kind == "table"]
+    cells = [plain(row.strip("|").split("|", 1)[0]).strip() for row in rows[1:]]
+    return list(dict.fromkeys(cell for cell in cells if cell))

@@ -1,0 +1,551 @@
+"""A session read as a conversation: each thing the user asked, what was done for it, how it truly ended.
+
+The stored messages are agent-neutral (roles user, assistant, tool; metadata ``kind``
+``text`` / ``tool_use`` / ``tool_result`` / ``thinking``, ``tool_name``, ``is_error`` and
+the flags of `session_facts.NOT_WORK_FLAGS`); the few moments each agent marks its own way
+(an interruption, a rejected call, the user's words in a tool result, local-command noise)
+are read by `agent_marks`. A rejected call did nothing: a file it would have written is
+not changed, and the reason the user gave with it is a request of its own.
+
+The distinct requests (`Ask`) are the user's own messages, with these rules:
+
+- not a request: context an agent injected or a turn that never reached the model
+  (`session_facts.is_not_work`), local-command noise (``<local-command-stdout>``, the
+  local-command caveat, a slash command with neither arguments nor an expanded prompt, such
+  as ``/exit`` or ``/mcp``), a hook's own message ("Operation stopped by hook: ..."), an
+  interruption marker, and acknowledgements ("ok", "thanks", "continue", "Please continue.");
+- a slash command or skill is its name with its arguments (``/workflows:plan read the
+  file ...``), or, without arguments, its name and the first sentence of the prompt it
+  expands to ("/pr: Generate a PR title and description ...");
+- a bare choice ("1", "3, but enabled by default") names the option it chose, read from
+  the reply it answers; a bare yes to an offer ("Would you like me to also update the test
+  harness?" - "yes") names what was offered;
+- the same text sent again (after an interruption, a hook warning) is one request;
+- a long request keeps its first words and, when it quotes an error further down, that error.
+
+What was done for a request is read from the calls that followed it, up to the next
+request: files written (by write tools or by the shell: `shell_commands.effects`), commits,
+branches, checks and their last result, subagent tasks. The end state of the session is that
+of its last request: **interrupted** or **tool_rejected** when that is the last thing that
+happened; **stopped_mid_work** when a call still had no result, or tools ran after the last
+reply; otherwise **failed** when a check or state-changing command of it last failed,
+**completed** when it changed something, **answered** when it only replied. The conclusion
+is the last reply's (`reply_text.conclusion`: whole sentences, never a preface), with the
+replies before it in that request when the last one says little.
+
+Same input, same reading: no clock, no set iteration.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from palimpsest.graph_schema.models import Message, Role
+from palimpsest.scheduler import agent_marks as marks
+from palimpsest.scheduler import reply_text, shell_commands
+from palimpsest.scheduler.session_facts import (
+    SHELL_TOOLS,
+    WRITE_TOOLS,
+    ToolCall,
+    clip,
+    exit_status,
+    first_error_line,
+    is_not_work,
+    path_arg,
+    shell_command,
+    todo_list,
+    tool_call,
+)
+
+EndKind = Literal["completed", "answered", "failed", "interrupted", "tool_rejected", "stopped_mid_work"]
+
+#: Longest conclusion of a session's last reply, in characters.
+CONCLUSION_CHARS = 420
+#: Longest conclusion of a session given little room.
+BRIEF_CHARS = 170
+#: A last reply shorter than this borrows the conclusions of the replies before it.
+SHORT_CONCLUSION = 90
+#: Longest "what was done" of one request.
+OUTCOME_CHARS = 110
+#: Requests (counted from the last) whose replies' user actions count as still open.
+ACTION_TURNS = 3
+
+
+@dataclass
+class _Turn:
+    """What happened between one request and the next."""
+
+    changed: dict[str, str] = field(default_factory=dict)
+    effects: list[str] = field(default_factory=list)
+    checks: dict[str, str] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    replies: list[Message] = field(default_factory=list)
+    last: str = ""  # reply, call, result, interrupt, reject
+    interrupted: bool = False
+
+
+@dataclass
+class Ask:
+    """One distinct request of the user, and what was done for it."""
+
+    text: str
+    message_id: str
+    position: int
+    #: How it came: ``prompt``, ``command``, ``redirect`` (with a rejection), ``answer``, ``choice``, ``approval``.
+    via: str = "prompt"
+    outcome: str = ""
+    turn: _Turn = field(default_factory=lambda: _Turn(), repr=False, compare=False)
+
+
+@dataclass
+class Ending:
+    """How a session ended: its kind, its last substantive conclusion, and where it is."""
+
+    kind: EndKind
+    conclusion: str
+    message_id: str | None = None
+    #: The same, in fewer words (for a session given little room).
+    brief: str = ""
+
+
+@dataclass
+class _Call:
+    call: ToolCall
+    message: Message
+    turn: int
+    command: str | None = None
+    category: str | None = None
+    #: ok, failed, rejected, interrupted; "no result" when a reply came first; None while pending.
+    result: str | None = None
+
+
+@dataclass
+class SessionReading:
+    """A session read as a conversation (see the module docstring)."""
+
+    asks: list[Ask] = field(default_factory=list)
+    ending: Ending | None = None
+    open_items: list[str] = field(default_factory=list)
+    did: list[str] = field(default_factory=list)
+    #: Files changed for real, in first-change order, with what was last done to each.
+    changed: dict[str, str] = field(default_factory=dict)
+    #: Steps this session finished (todos it marked done, commands whose last run passed).
+    finished: list[str] = field(default_factory=list)
+    replies: int = 0
+    tool_calls: int = 0
+
+
+def _key(text: str) -> str:
+    return " ".join(re.sub(r"[^\w/.:-]+", " ", text.lower()).split())
+
+
+class _Reader:
+    """One pass over a session's messages, oldest first."""
+
+    def __init__(self) -> None:
+        self.reading = SessionReading()
+        self.turns: list[_Turn] = [_Turn()]
+        self.calls: dict[str, _Call] = {}
+        self.order: list[_Call] = []
+        self.todos: list[tuple[str, bool]] = []
+        self.todo_at = -1
+        self.last_reply: Message | None = None
+        self.pending_command: Ask | None = None
+        self.seen: dict[str, Ask] = {}
+        self.failing: dict[str, str] = {}
+
+    @property
+    def turn(self) -> _Turn:
+        return self.turns[-1]
+
+    def ask(self, text: str, message: Message, position: int, via: str) -> None:
+        text = text.strip()
+        if not text:
+            return
+        self.turns.append(_Turn())
+        known = self.seen.get(_key(text))
+        if known is not None:  # the same request again: one request, where it was first made, its latest turn
+            known.turn = self.turn
+            return
+        new = Ask(text, message.id, position, via, turn=self.turn)
+        self.seen[_key(text)] = new
+        self.reading.asks.append(new)
+
+    def user(self, message: Message, position: int, following: Message | None) -> None:
+        content = message.content.strip()
+        if marks.NOISE.match(content):
+            return
+        command = marks.COMMAND.search(content)
+        if command is not None:
+            name = command.group(1).strip()
+            name = name if name.startswith("/") else "/" + name
+            args = marks.COMMAND_ARGS.search(content)
+            given = " ".join(args.group(1).split()) if args else ""
+            expanded = following is not None and following.role is Role.user and following.metadata.get("meta")
+            if given or expanded:
+                self.ask(f"{name} {marks.ask_text(given)}".strip(), message, position, "command")
+                self.pending_command = self.reading.asks[-1] if not given else None
+            return
+        text = marks.WRAPPED.sub(" ", content).strip()
+        if not text or text.startswith("<"):
+            return
+        offered = self._offer()
+        if marks.ACK.match(text):
+            if offered and marks.AFFIRMATIVE.match(text):
+                self.ask(f"{text.rstrip('.! ')}: {offered}", message, position, "approval")
+            return
+        choice = marks.CHOICE.match(text)
+        if choice is not None and self.last_reply is not None:
+            chosen = reply_text.options(self.last_reply.content)
+            picked = [chosen[int(n)] for n in choice.groups()[:2] if n and int(n) in chosen]
+            if picked:
+                rest = f" ({choice.group(3)})" if choice.group(3) else ""
+                self.ask(f"chose {' + '.join(clip(p, 70) for p in picked)}{rest}", message, position, "choice")
+                return
+        self.ask(marks.ask_text(text), message, position, "prompt")
+
+    def _offer(self) -> str | None:
+        if self.last_reply is None:
+            return None
+        question = reply_text.closing_question(self.last_reply.content)
+        return reply_text.offered_work(question) if question and reply_text.is_offer(question) else None
+
+    def expansion(self, message: Message) -> None:
+        """An injected prompt right after a slash command without arguments: its first sentence says what it asks."""
+        ask, self.pending_command = self.pending_command, None
+        if ask is None:
+            return
+        said = [s for s in reply_text.sentences(reply_text.plain(" ".join(message.content.split()))) if len(s) > 12]
+        if said:
+            ask.text = f"{ask.text}: {clip(said[0], marks.ASK_CHARS - len(ask.text))}"
+
+    def call(self, message: Message, call: ToolCall) -> None:
+        self.reading.tool_calls += 1
+        todos = todo_list(call.name, call.args)
+        if todos is not None:
+            self.todos, self.todo_at = todos, len(self.order)
+        state = _Call(call, message, len(self.turns) - 1, result="ok" if todos is not None else None)
+        if call.name in SHELL_TOOLS:
+            state.command = shell_command(call.args)
+            state.category = shell_commands.category(state.command) if state.command else None
+        if call.id is not None:
+            self.calls[call.id] = state
+        self.order.append(state)
+        self.turn.last = "call"
+
+    def result(self, message: Message, position: int) -> None:
+        state = self.calls.get(message.tool_call_id or "")
+        if state is None:
+            return
+        turn = self.turns[state.turn]
+        interrupted = marks.interruption(message)
+        if marks.is_rejection(message):
+            state.result = "rejected"
+            turn.rejected.append(marks.describe_call(state.call))
+            self.turn.last = "reject"
+            reason = marks.rejection_reason(message)
+            if reason is not None:
+                self.ask(marks.ask_text(reason), message, position, "redirect")
+            return
+        if interrupted is not None:
+            state.result = "interrupted"
+            self.turn.last, self.turn.interrupted = "interrupt", True
+            return
+        code, body = exit_status(message.content)
+        failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
+        state.result = "failed" if failed else "ok"
+        self.turn.last = "result"
+        if state.call.name in marks.QUESTION_TOOLS and not failed:
+            for _question, answer in marks.ANSWERS.findall(message.content):
+                self.ask(marks.ask_text(answer), message, position, "answer")
+            return
+        if state.command is not None and state.category in ("check", "state", "other"):
+            shown = shell_commands.shown(state.command)
+            family = shell_commands.family(state.command) if state.category == "check" else shown
+            if state.category == "check":
+                for known in [cmd for cmd in turn.checks if shell_commands.family(cmd) == family]:
+                    del turn.checks[known]
+                turn.checks[shown] = "failed" if failed else "passed"
+            arguments = shown.split()[1:]
+            for known in [
+                cmd
+                for cmd in self.failing
+                if cmd == shown or shell_commands.family(cmd) == family or (arguments and cmd.split()[1:] == arguments)
+            ]:
+                if not failed:
+                    del self.failing[known]
+            if failed:
+                self.failing[shown] = first_error_line(body)
+        if failed:
+            return
+        description = state.call.args.get("description")
+        if state.call.name in marks.TASK_TOOLS and isinstance(description, str) and description:
+            if clip(description, 60) not in turn.tasks:
+                turn.tasks.append(clip(description, 60))
+        for path, action in _written(state):
+            path = path.rstrip("/") or path
+            turn.changed[path] = action if turn.changed.get(path) != "created" or action == "deleted" else "created"
+            self.reading.changed[path] = _after(self.reading.changed.get(path), action)
+        if state.command is not None:
+            turn.effects += [
+                effect.text[:1].lower() + effect.text[1:]
+                for effect in shell_commands.effects(state.command)
+                if not effect.files and effect.text not in turn.effects
+            ]
+            turn.effects += [text for text in _commit(state.command, body) if text not in turn.effects]
+
+    def reply(self, message: Message) -> None:
+        for state in self.order:
+            if state.result is None:  # the assistant went on: the call waits for nothing
+                state.result = "no result"
+        self.reading.replies += 1
+        self.turn.replies.append(message)
+        self.turn.last = "reply"
+        self.last_reply = message
+
+    def interruption(self, for_tool: bool) -> None:
+        if not (for_tool and self.turn.last == "reject"):
+            self.turn.last = "interrupt"
+        self.turn.interrupted = True
+
+
+def _after(known: str | None, action: str) -> str:
+    """What a file has undergone after one more change: a file the session created stays created."""
+    if known in ("created", "created then deleted"):
+        return "created then deleted" if action == "deleted" else "created"
+    return action
+
+
+def _written(state: _Call) -> list[tuple[str, str]]:
+    """The files a successful call changed, with what it did to each."""
+    call = state.call
+    if call.name in WRITE_TOOLS:
+        path = path_arg(call.args)
+        return [(path, "created" if call.args.get("command") == "create" else WRITE_TOOLS[call.name])] if path else []
+    if call.name == "apply_patch" or (state.command and "*** Begin Patch" in state.command):
+        patch = state.command or (call.raw if not call.args else str(call.args.get("input", "")))
+        actions = {"Add": "created", "Update": "edited", "Delete": "deleted"}
+        return [
+            (path.strip(), actions[verb])
+            for verb, path in re.findall(r"^\*\*\* (Add|Update|Delete) File: (.+)$", patch, re.M)
+        ]
+    if state.command is not None:
+        return [file for effect in shell_commands.effects(state.command) for file in effect.files]
+    return []
+
+
+_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
+
+
+def _commit(command: str, output: str) -> list[str]:
+    """A commit a successful command made: its first message line and hash, as git printed them."""
+    found = _COMMIT_HASH.search(output)
+    if "commit" not in command or found is None:
+        return []
+    body = shell_commands.commit_body(command, 90)
+    return [f'committed "{clip(found.group(2), 80)}" ({found.group(1)}{f": {body}" if body else ""})']
+
+
+def read_session(messages: Sequence[Message]) -> SessionReading:
+    """Read ``messages`` (a session's, oldest first) as a conversation; see the module docstring."""
+    reader = _Reader()
+    for position, message in enumerate(messages):
+        following = messages[position + 1] if position + 1 < len(messages) else None
+        interrupted = marks.interruption(message)
+        if interrupted is not None and message.role is not Role.tool:
+            reader.interruption(interrupted)
+            continue
+        if is_not_work(message):
+            if message.role is Role.user and message.metadata.get("meta"):
+                reader.expansion(message)
+            continue
+        call = tool_call(message)
+        if call is not None:
+            reader.call(message, call)
+        elif message.role is Role.tool or message.metadata.get("kind") == "tool_result":
+            reader.result(message, position)
+        elif message.role is Role.user and message.metadata.get("kind") in (None, "text"):
+            reader.user(message, position, following)
+        elif message.role is Role.assistant and message.metadata.get("kind") in (None, "text"):
+            if message.content.strip():
+                reader.reply(message)
+    return _finish(reader)
+
+
+def _finish(reader: _Reader) -> SessionReading:
+    reading = reader.reading
+    turns = reader.turns
+    for ask in reading.asks:
+        ask.outcome = _outcome(ask.turn)
+    if not reading.replies and not reading.tool_calls:
+        return reading
+    last = turns[-1]
+    reading.ending = _ending(reader, last)
+    reading.open_items = _open(reader, last, reading.ending)
+    reading.did = _did(reader)
+    reading.finished = [text for text, done in reader.todos if done]
+    reading.finished += [cmd for turn in turns for cmd, status in turn.checks.items() if status == "passed"]
+    return reading
+
+
+def _outcome(turn: _Turn) -> str:
+    """What was done for one request, in a few words."""
+    parts: list[str] = []
+    if turn.changed:
+        names = [path.rstrip("/").rsplit("/", 1)[-1] for path in turn.changed]
+        parts.append("changed " + ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else ""))
+    parts += turn.effects[:2]
+    if turn.tasks:
+        parts.append("subagent: " + "; ".join(turn.tasks[:2]))
+    if turn.rejected:
+        parts.append("rejected: " + turn.rejected[0])
+    failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
+    if failing:
+        parts.append(f"`{clip(failing[-1], 40)}` failing")
+    if parts and turn.replies:
+        said = reply_text.conclusion(turn.replies[-1].content, OUTCOME_CHARS - 10)
+        room = OUTCOME_CHARS - len("; ".join(parts)) - 2
+        if said and room >= 30:
+            parts.append(reply_text.cut(said, room))
+    if not parts and turn.replies:
+        answer = reply_text.conclusion(turn.replies[-1].content, OUTCOME_CHARS - 10) or ", ".join(
+            reply_text.table_digest(turn.replies[-1].content)[:4]
+        )
+        parts.append(f"answered: {answer}" if answer else "answered")
+    if turn.last == "interrupt":
+        parts.append("interrupted")
+    return clip("; ".join(parts), OUTCOME_CHARS)
+
+
+def _conclusion(turn: _Turn, limit: int) -> tuple[str, str | None]:
+    """The last reply's conclusion, with earlier replies of the turn when it says little."""
+    texts: list[str] = []
+    source: str | None = None
+    for reply in reversed(turn.replies):
+        text = reply_text.conclusion(reply.content, limit - sum(len(t) + 1 for t in texts))
+        if not text and not texts and reply_text.table_digest(reply.content):
+            text = "; ".join(reply_text.table_digest(reply.content)[:6])
+        if text:
+            texts.insert(0, text)
+            source = source or reply.id
+        if sum(len(t) for t in texts) >= SHORT_CONCLUSION or limit - sum(len(t) + 1 for t in texts) < 40:
+            break
+    return " ".join(texts), source
+
+
+def _ending(reader: _Reader, turn: _Turn) -> Ending:
+    long = _ending_at(reader, turn, CONCLUSION_CHARS)
+    long.brief = _ending_at(reader, turn, BRIEF_CHARS).conclusion
+    return long
+
+
+def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
+    calls = [state for state in reader.order if reader.turns[state.turn] is turn]
+    pending = [state for state in calls if state.result is None and state.call.name not in marks.QUESTION_TOOLS]
+    said, source = _conclusion(turn, limit)
+    if turn.last == "interrupt":
+        running = next((state for state in reversed(calls) if state.result in (None, "interrupted")), None)
+        during = f" during {marks.describe_call(running.call)}" if running is not None else ""
+        return Ending("interrupted", _join(f"interrupted by the user{during}", said), source)
+    if turn.last == "reject":
+        rejected = turn.rejected[-1] if turn.rejected else "a tool call"
+        return Ending("tool_rejected", _join(f"the user rejected {rejected}", said), source)
+    if not turn.last:
+        return Ending("stopped_mid_work", "stopped before any reply to the last request", None)
+    if pending or turn.last in ("call", "result"):
+        waiting = pending[-1] if pending else calls[-1] if calls else None
+        what = (
+            f"; was running {marks.describe_call(waiting.call)} (no result)" if waiting is not None and pending else ""
+        )
+        doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
+        step = f' during "{clip(doing, 80)}"' if doing else ""
+        return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}", said), source)
+    failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
+    if failing:
+        return Ending("failed", _join(f"failed: `{clip(failing[-1], 60)}` still failing", said), source)
+    if turn.changed or turn.effects:
+        return Ending("completed", said, source)
+    return Ending("answered", said, source)
+
+
+def _join(state: str, said: str) -> str:
+    return f"{state}. {said}" if said else state
+
+
+def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
+    """What is still open at the end: the unfinished ask, unfixed failures, todos, next steps, offers."""
+    found: list[str] = []
+    asks = reader.reading.asks
+    final = next((ask for ask in asks if ask.turn is turn), None)
+    if ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") and final is not None:
+        found.append(f"unfinished request: {final.text}")
+    waiting = [state for state in reader.order if state.result is None and reader.turns[state.turn] is turn]
+    if ending.kind == "stopped_mid_work" and waiting:
+        found.append(f"waiting on {marks.describe_call(waiting[-1].call)} (started, no result)")
+    for command, error in reader.failing.items():
+        found.append(f"`{clip(command, 80)}` still failing: {error}")
+    after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
+    for text, done in reader.todos:
+        if not done and not _done_later(text, after, reader) and not _current(text, ending, reader):
+            found.append(f"todo: {text}")
+    recent = reader.turns[-ACTION_TURNS:]
+    for position, past in enumerate(recent):
+        last = position == len(recent) - 1 or past is turn
+        for reply in past.replies[-1:] if past.replies else []:
+            steps = reply_text.next_steps(reply.content)
+            if not last:
+                steps = [step for step in steps if reply_text.is_user_action(step)]
+            found += [clip(step, 160) for step in steps]
+    if turn.replies:
+        question = reply_text.closing_question(turn.replies[-1].content)
+        if question and reply_text.is_offer(question):
+            found.append(f"offered, no answer yet: {clip(reply_text.offered_work(question), 140)}")
+    return list(dict.fromkeys(found))
+
+
+_TEST_WORDS = re.compile(r"\b(?:tests?|verify|verification|lint|build|check|run|type[- ]?check|suite)\b", re.I)
+
+
+def _done_later(text: str, after: list[_Call], reader: _Reader) -> bool:
+    """Whether what happened after the todo list's last state did the item (a check passed, a commit made...)."""
+    ok = [state for state in after if state.result == "ok"]
+    if _TEST_WORDS.search(text) and any(state.category == "check" for state in ok):
+        return not any(state.category == "check" and state.result == "failed" for state in after[-3:])
+    for word, needle in (("commit", "commit"), ("merge", "merge"), ("push", "push")):
+        if re.search(rf"\b{word}", text, re.I) and any(needle in (state.command or "") for state in ok):
+            return True
+    return False
+
+
+def _current(text: str, ending: Ending, reader: _Reader) -> bool:
+    """The step a session stopped in the middle of: named in its ending, not again as open."""
+    return ending.kind == "stopped_mid_work" and f'"{clip(text, 80)}"' in ending.conclusion
+
+
+def _did(reader: _Reader) -> list[str]:
+    """What the whole session did, in a few phrases: files, state changes, checks, rejections."""
+    parts: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for path, action in reader.reading.changed.items():
+        groups.setdefault(action, []).append(path.rstrip("/").rsplit("/", 1)[-1] or path)
+    for action, names in groups.items():
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        parts.append(f"{action} {shown}")
+    effects = [effect for turn in reader.turns for effect in turn.effects]
+    parts += list(dict.fromkeys(effects))[:6]
+    checks: dict[str, str] = {}
+    for turn in reader.turns:
+        for command, status in turn.checks.items():
+            for known in [cmd for cmd in checks if shell_commands.family(cmd) == shell_commands.family(command)]:
+                del checks[known]
+            checks[command] = status
+    if checks:
+        parts.append("checks: " + ", ".join(f"`{clip(c, 60)}` {s}" for c, s in list(checks.items())[-3:]))
+    tasks = [task for turn in reader.turns for task in turn.tasks]
+    if tasks:
+        parts.append(f"{len(tasks)} subagent task{'s' if len(tasks) > 1 else ''} ({'; '.join(tasks[:3])})")
+    return parts

@@ -1,0 +1,427 @@
+"""What a shell command does: only read, change state, or check (build, test, lint or run) the project.
+
+A memory of what a session did must never present a command that only looked around
+(``ls``, ``cat``, ``git status``, ``grep``) as something done, and should name what a
+command changed rather than quote it: "Deleted docs/blue.md", not ``rm docs/blue.md``
+passed. The rules, on the command line as the agent ran it (``bash -lc`` already
+unwrapped, see `session_facts.shell_command`):
+
+- The line is split into simple commands at ``&&``, ``||``, ``;`` and ``|``; a ``\\``
+  continuation joins lines, a heredoc's body is skipped. Words before the program that
+  set variables (``FOO=1 cmd``) and wrappers (``sudo``, ``env``, ``time``, ``nohup``,
+  ``command``) are skipped; ``cd DIR`` only moves.
+- **read**: every simple command is one of `READ_PROGRAMS` (or a read-only ``git``/``gh``
+  subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``) and no output
+  goes to a file (``>``/``>>`` to ``/dev/null`` or a descriptor does not count).
+- **check**: a simple command builds, tests, lints or runs the project (`CHECKS`:
+  ``pytest``, ``go test``, ``mise run lint``, ``npm test``, ``cargo build``, ``make``, ...).
+- **state**: anything that writes a file (a redirect, ``tee``, ``sed -i``), or a program of
+  `STATE_PROGRAMS` (``rm``, ``mv``, ``git commit``, ``npm install``, ``gh pr create``, ...).
+- **other**: the rest (a script of the project, ``curl``): it may change state, so it is
+  no read-only command, but nothing says what it did.
+
+`effects` says what a state change did, each as a sentence of our own with the files it
+touched: files deleted, moved, written or appended to, staged, branches created, renamed,
+merged or pushed, pull requests opened.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Literal
+
+Category = Literal["read", "check", "state", "other"]
+
+#: Programs that only read (when no output of theirs goes to a file).
+READ_PROGRAMS = frozenset(
+    {
+        "ls", "ll", "la", "dir", "cat", "bat", "head", "tail", "less", "more", "wc", "pwd", "tree", "stat", "du",
+        "df", "which", "whereis", "type", "echo", "printf", "nl", "awk", "gawk", "jq", "yq", "whoami", "printenv",
+        "env", "realpath", "readlink", "file", "date", "uname", "hostname", "id", "ps", "top", "diff", "cmp",
+        "sort", "uniq", "cut", "tr", "basename", "dirname", "true", "false", "sleep", "history", "man", "grep",
+        "egrep", "fgrep", "rg", "ag", "ack", "fd", "locate", "od", "xxd", "hexdump", "strings", "column", "fold",
+        "md5sum", "sha256sum", "shasum", "test", "[", "lsof", "netstat", "ss", "free", "uptime", "tput", "sed",
+        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".",
+    }
+)  # fmt: skip
+#: ``git`` subcommands that only read.
+_GIT_READ = frozenset(
+    {
+        "status", "log", "diff", "show", "rev-parse", "ls-files", "ls-tree", "blame", "describe", "reflog",
+        "fetch", "grep", "shortlog", "cat-file", "rev-list", "merge-base", "whatchanged", "count-objects",
+        "check-ignore", "name-rev", "for-each-ref", "show-ref", "ls-remote", "help", "version", "var",
+    }
+)  # fmt: skip
+_GH_READ_VERBS = frozenset({"view", "list", "diff", "checks", "status", "search"})
+#: Program (and first subcommand, where it matters) that builds, tests, lints or runs the project.
+CHECKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pytest", ()), ("py.test", ()), ("tox", ()), ("nox", ()), ("mypy", ()), ("ruff", ()), ("pyright", ()),
+    ("flake8", ()), ("pylint", ()), ("black", ()), ("isort", ()), ("unittest", ()),
+    ("go", ("test", "build", "vet", "run", "generate")), ("golangci-lint", ()), ("gofmt", ()),
+    ("cargo", ("test", "build", "check", "clippy", "run", "fmt", "bench")),
+    ("npm", ("test", "run", "build", "t", "ci")), ("pnpm", ("test", "run", "build", "lint")),
+    ("yarn", ("test", "run", "build", "lint")), ("bun", ("test", "run", "build")),
+    ("npx", ()), ("jest", ()), ("vitest", ()), ("tsc", ()), ("eslint", ()), ("prettier", ()), ("playwright", ()),
+    ("make", ()), ("mise", ("run", "r", "test", "lint", "build")), ("just", ()), ("task", ()), ("rake", ()),
+    ("rspec", ()), ("mvn", ()), ("gradle", ()), ("gradlew", ()), ("bazel", ()), ("dotnet", ("test", "build", "run")),
+    ("swift", ("test", "build")), ("xcodebuild", ()), ("ctest", ()), ("cmake", ("--build",)),
+    ("uvicorn", ()), ("gunicorn", ()), ("flask", ("run",)), ("django-admin", ("test", "runserver")),
+    ("deno", ("test", "run", "lint", "check")), ("phpunit", ()), ("composer", ("test",)),
+)  # fmt: skip
+#: Runners whose argument is the real command (``uv run pytest``, ``python -m pytest``).
+_RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "hatch": "run", "pdm": "run", "bundle": "exec", "rye": "run"}
+#: Programs that change state whatever their arguments (the rest depends on the subcommand).
+STATE_PROGRAMS = frozenset(
+    {"rm", "rmdir", "mv", "cp", "mkdir", "touch", "chmod", "chown", "ln", "tee", "truncate", "unlink", "install",
+     "patch", "kill", "pkill", "apt", "apt-get", "brew", "dnf", "yum", "kubectl", "terraform", "unzip", "tar",
+     "export"}
+)  # fmt: skip
+_WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout"})
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+_NOT_FILES = re.compile(r"^(?:/dev/(?:null|stdout|stderr|tty)|&?\d*|-)$")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One thing a command changed: a sentence of our own, its subject, and the files it touched."""
+
+    text: str
+    subject: str
+    files: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Parsed:
+    """A command line as simple commands (each a list of words) and the files its output goes to."""
+
+    commands: list[list[str]] = field(default_factory=list)
+    written: list[tuple[str, bool]] = field(default_factory=list)  # (path, appended)
+
+
+def _logical_lines(command: str) -> list[str]:
+    """The lines that hold commands: continuations joined, heredoc bodies left out."""
+    lines = command.replace("\\\n", " ").splitlines()
+    kept: list[str] = []
+    ending: str | None = None
+    for line in lines:
+        if ending is not None:
+            if line.strip() == ending:
+                ending = None
+            continue
+        kept.append(line)
+        heredoc = _HEREDOC.search(line)
+        if heredoc is not None:
+            ending = heredoc.group(1)
+    return kept
+
+
+@functools.lru_cache(maxsize=4096)
+def parse(command: str) -> Parsed:
+    """The simple commands and output files of a command line (see the module docstring).
+
+    Cached: a session asks the same command's kind, effects and family many times. The
+    result is shared, so it is never changed by a caller.
+    """
+    parsed = Parsed()
+    for line in _logical_lines(command):
+        try:
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
+            lexer.whitespace_split = True
+            lexer.commenters = "#"
+            tokens = list(lexer)
+        except ValueError:
+            tokens = line.split()
+        words: list[str] = []
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            if token in _SEPARATORS:
+                if words:
+                    parsed.commands.append(words)
+                words = []
+            elif token in (">&", "<&", "&>&"):
+                if words and words[-1].isdigit():
+                    words.pop()  # 2>&1: a descriptor copied, no file
+                index += 1
+            elif token in _REDIRECTS or (token.endswith(">") and token.rstrip(">").isdigit()):
+                if words and words[-1].isdigit():
+                    words.pop()  # the descriptor of 2>file
+                target = tokens[index + 1] if index + 1 < len(tokens) else ""
+                if target and not _NOT_FILES.match(target) and not target.startswith("&"):
+                    parsed.written.append((target, token.endswith(">>")))
+                index += 1
+            elif token in ("<", "<<", "<<<", "<<-"):
+                index += 1
+            else:
+                words.append(token)
+            index += 1
+        if words:
+            parsed.commands.append(words)
+    parsed.commands = [_program_first(words) for words in parsed.commands]
+    parsed.commands = [words for words in parsed.commands if words]
+    return parsed
+
+
+def _program_first(words: list[str]) -> list[str]:
+    """Words from the program on: variable settings and wrappers before it skipped, its path dropped."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if "=" in word and not word.startswith(("-", "=")) and re.match(r"^[A-Za-z_]\w*=", word):
+            index += 1
+        elif word.rsplit("/", 1)[-1] in _WRAPPERS:
+            index += 1
+            while index < len(words) and words[index].startswith("-"):
+                index += 1
+        else:
+            break
+    rest = words[index:]
+    if rest:
+        rest = [rest[0].rsplit("/", 1)[-1], *rest[1:]]
+    return rest
+
+
+def _unwrap_runner(words: list[str]) -> list[str]:
+    """The command a runner runs (``uv run pytest`` → ``pytest``; ``python -m pytest`` → ``pytest``)."""
+    program = words[0]
+    if _RUNNERS.get(program) and len(words) > 2 and words[1] == _RUNNERS[program]:
+        return _program_first(words[2:]) or words
+    if re.fullmatch(r"python[\d.]*", program) and len(words) > 2 and words[1] == "-m":
+        return words[2:]
+    return words
+
+
+def _category(words: list[str]) -> Category:
+    """What one simple command does."""
+    words = _unwrap_runner(words)
+    program, rest = words[0], words[1:]
+    if program in ("sh", "bash", "zsh") and len(rest) >= 2 and rest[0] in ("-c", "-lc"):
+        return category(rest[1])
+    for name, subcommands in CHECKS:
+        if program == name and (not subcommands or (rest and rest[0] in subcommands)):
+            return "check"
+    if program == "git":
+        return _git_category(rest)
+    if program == "gh":
+        verbs = [word for word in rest if not word.startswith("-")]
+        if verbs[:1] == ["api"]:
+            return "state" if any(word in ("-X", "--method", "-f", "-F", "--field") for word in rest) else "read"
+        return "read" if len(verbs) >= 2 and verbs[1] in _GH_READ_VERBS else "state"
+    if program in ("sed", "perl") and any(word == "-i" or word.startswith(("-i", "--in-place")) for word in rest):
+        return "state"
+    if program == "find" and any(word in ("-delete", "-exec", "-execdir", "-fprint") for word in rest):
+        return "state" if "-delete" in rest or any(w in ("rm", "mv", "cp", "chmod") for w in rest) else "read"
+    if program == "xargs":
+        index = 0
+        while index < len(rest) and rest[index].startswith("-"):
+            index += 2 if rest[index] in ("-I", "-n", "-P", "-L", "-d", "-s", "-E") else 1
+        inner = _program_first(rest[index:])
+        return _category(inner) if inner else "read"
+    if program == "sort" and any(word.startswith("-o") for word in rest):
+        return "state"
+    if program in READ_PROGRAMS:
+        return "read"
+    if program in STATE_PROGRAMS or _adds_dependency(program, rest):
+        return "state"
+    return "other"
+
+
+def _git_category(rest: list[str]) -> Category:
+    while len(rest) > 1 and rest[0] in ("-C", "-c"):
+        rest = rest[2:]
+    words = [word for word in rest if not word.startswith("-")]
+    flags = [word for word in rest if word.startswith("-")]
+    verb = words[0] if words else ""
+    if not verb or verb in _GIT_READ:
+        return "read"
+    if verb == "branch":
+        changing = {"-m", "-M", "-d", "-D", "-c", "-C", "--move", "--delete", "--copy", "-u", "--set-upstream-to"}
+        return "state" if (len(words) > 1 or set(flags) & changing) else "read"
+    if verb == "remote":
+        return "state" if len(words) > 1 and words[1] in ("add", "remove", "rm", "rename", "set-url") else "read"
+    if verb == "tag":
+        return "state" if len(words) > 1 and not {"-l", "--list"} & set(flags) else "read"
+    if verb == "stash":
+        return "read" if len(words) > 1 and words[1] in ("list", "show") else "state"
+    if verb == "config":
+        return "state" if len(words) > 2 and not {"--get", "--list", "-l", "--get-all"} & set(flags) else "read"
+    if verb == "worktree":
+        return "read" if len(words) > 1 and words[1] == "list" else "state"
+    return "state"
+
+
+#: Package managers' subcommands that add, remove or install dependencies.
+_DEPENDENCY_VERBS: dict[str, tuple[str, ...]] = {
+    "pip": ("install", "uninstall"),
+    "pip3": ("install", "uninstall"),
+    "npm": ("install", "i", "add", "uninstall"),
+    "pnpm": ("add", "install", "i", "remove"),
+    "yarn": ("add", "remove", "install"),
+    "bun": ("add", "install"),
+    "uv": ("add", "remove", "sync", "pip", "lock"),
+    "poetry": ("add", "remove", "install", "lock"),
+    "pdm": ("add", "remove", "install"),
+    "cargo": ("add", "install", "remove"),
+    "go": ("get", "mod", "install"),
+    "gem": ("install",),
+    "bundle": ("install", "add"),
+    "composer": ("require", "install"),
+}
+
+
+def _adds_dependency(program: str, rest: list[str]) -> bool:
+    return bool(rest) and rest[0] in _DEPENDENCY_VERBS.get(program, ())
+
+
+def category(command: str) -> Category:
+    """What a command line does, taken whole: ``state`` if any part writes, else ``check``, ``other`` or ``read``."""
+    parsed = parse(command)
+    if parsed.written:
+        return "state"
+    found = {_category(words) for words in parsed.commands}
+    order: tuple[Category, ...] = ("state", "check", "other")
+    return next((name for name in order if name in found), "read")
+
+
+def _operands(rest: list[str]) -> list[str]:
+    return [word for word in rest if not word.startswith("-")]
+
+
+def effects(command: str) -> list[Effect]:
+    """What a successful command line changed, in order (see the module docstring); nothing for reads."""
+    parsed = parse(command)
+    found: list[Effect] = []
+    for words in parsed.commands:
+        found += _simple_effects(_unwrap_runner(words))
+    for path, appended in parsed.written:
+        verb = "Appended to" if appended else "Wrote"
+        found.append(Effect(f"{verb} {path}", f"file:{path}", ((path, "edited" if appended else "written"),)))
+    return found
+
+
+def _simple_effects(words: list[str]) -> list[Effect]:
+    program, rest = words[0], words[1:]
+    operands = _operands(rest)
+    if program == "rm" or program == "unlink" or program == "rmdir":
+        return [Effect(f"Deleted {path}", f"file:{path}", ((path, "deleted"),)) for path in operands]
+    if program in ("mv", "cp") and len(operands) >= 2:
+        *sources, target = operands
+        verb = "Moved" if program == "mv" else "Copied"
+        files = [(source, "deleted") for source in sources] if program == "mv" else []
+        files.append((target, "created"))
+        return [Effect(f"{verb} {' '.join(sources)} to {target}", f"file:{target}", tuple(files))]
+    if program in ("mkdir", "touch"):
+        what = "directory " if program == "mkdir" else ""
+        return [Effect(f"Created {what}{path}", f"file:{path}", ((path, "created"),)) for path in operands]
+    if program == "tee":
+        appended = "-a" in rest or "--append" in rest
+        return [
+            Effect(f"{'Appended to' if appended else 'Wrote'} {path}", f"file:{path}", ((path, "edited"),))
+            for path in operands
+        ]
+    if program in ("sed", "perl") and operands and any(word.startswith(("-i", "--in-place")) for word in rest):
+        path = operands[-1]
+        return [Effect(f"Edited {path} in place ({program} -i)", f"file:{path}", ((path, "edited"),))]
+    if program == "git":
+        return _git_effects(rest)
+    if program == "gh":
+        return _gh_effects(rest)
+    return []
+
+
+def _git_effects(rest: list[str]) -> list[Effect]:
+    while len(rest) > 1 and rest[0] in ("-C", "-c"):
+        rest = rest[2:]
+    words = _operands(rest)
+    if not words:
+        return []
+    verb, args = words[0], words[1:]
+    flags = set(rest) - set(words)
+    if verb == "add":
+        staged = "all changes" if not args or args in (["."], ["-A"]) or "-A" in flags or "--all" in flags else None
+        return [Effect(f"Staged {staged or ', '.join(args)} (git add)", f"git:staged:{staged or args[0]}")]
+    if verb == "branch" and ({"-m", "-M", "--move"} & flags):
+        if len(args) >= 2:
+            return [Effect(f"Renamed branch {args[0]} to {args[1]}", f"branch:{args[1]}")]
+        return [Effect(f"Renamed the current branch to {args[0]}", f"branch:{args[0]}")] if args else []
+    if verb == "branch" and ({"-d", "-D", "--delete"} & flags):
+        return [Effect(f"Deleted branch {name}", f"branch:{name}") for name in args]
+    if verb == "branch" and args:
+        return [Effect(f"Created branch {args[0]}", f"branch:{args[0]}")]
+    if verb in ("checkout", "switch") and ({"-b", "-B", "-c", "-C", "--create"} & flags) and args:
+        return [Effect(f"Created branch {args[0]}", f"branch:{args[0]}")]
+    if verb in ("checkout", "switch") and args and "--" not in rest:
+        return [Effect(f"Switched to {args[0]}", "git:head")]
+    if verb == "merge" and args:
+        return [Effect(f"Merged {' '.join(args)}", f"git:merge:{args[-1]}")]
+    if verb == "push":
+        where = " ".join(args) if args else "the current branch"
+        return [Effect(f"Pushed {where}", f"git:push:{args[-1] if args else 'head'}")]
+    if verb in ("rebase", "cherry-pick", "revert", "reset", "restore", "stash", "tag", "clone", "init", "pull"):
+        shown = " ".join(rest)[:100]
+        return [Effect(f"Ran git {shown}", f"git:{verb}:{args[0] if args else ''}")]
+    if verb in ("rm", "mv") and args:
+        if verb == "rm":
+            return [Effect(f"Deleted {path} (git rm)", f"file:{path}", ((path, "deleted"),)) for path in args]
+        *sources, target = args
+        return [Effect(f"Moved {' '.join(sources)} to {target} (git mv)", f"file:{target}", ((target, "created"),))]
+    if verb == "worktree" and len(args) >= 2 and args[0] == "add":
+        return [Effect(f"Added worktree {args[1]}", f"git:worktree:{args[1]}")]
+    return []
+
+
+def _gh_effects(rest: list[str]) -> list[Effect]:
+    words = _operands(rest)
+    if len(words) < 2 or words[0] not in ("pr", "issue", "release") or words[1] in _GH_READ_VERBS:
+        return []
+    title = next((rest[i + 1] for i, word in enumerate(rest[:-1]) if word in ("--title", "-t")), None)
+    named = f' "{title}"' if title else (f" {words[2]}" if len(words) > 2 else "")
+    verbs = {"create": "Opened", "merge": "Merged", "close": "Closed", "comment": "Commented on", "edit": "Edited"}
+    verb = verbs.get(words[1], f"Ran gh {words[0]} {words[1]} on")
+    noun = {"pr": "PR", "issue": "issue", "release": "release"}[words[0]]
+    return [Effect(f"{verb} {noun}{named}", f"gh:{words[0]}:{title or (words[2] if len(words) > 2 else words[1])}")]
+
+
+_TAIL_PIPE = re.compile(r"\s*(?:\|\s*(?:tail|head|grep|less|cat|tee)\b[^|]*)+$")
+_STDERR = re.compile(r"\s+2>&1\b|\s+2>/dev/null\b|\s+>\s*/dev/null\b")
+_CD_FIRST = re.compile(r"^\s*cd\s+\S+\s*(?:&&|;)\s*")
+
+
+def shown(command: str, limit: int = 100) -> str:
+    """A command as a person would name it: its first line without ``cd DIR &&``, ``2>&1`` or a trailing ``| tail``."""
+    first = command.replace("\\\n", " ").strip().splitlines()[0] if command.strip() else ""
+    text = _TAIL_PIPE.sub("", _STDERR.sub("", _CD_FIRST.sub("", first))).strip() or first.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def family(command: str) -> str:
+    """What a check is, whatever its arguments: its words up to the first option or path (``go test``).
+
+    So ``go test -run TestX ./pkg`` failing is fixed by a later ``go test ./...`` passing;
+    ``mise run lint`` and ``mise run test`` stay two checks.
+    """
+    words: list[str] = []
+    for commands in parse(shown(command, 400)).commands[:1]:
+        for word in _unwrap_runner(commands):
+            if word.startswith("-") or "/" in word or "." in word or "=" in word:
+                break
+            words.append(word)
+    return " ".join(words[:3])
+
+
+_HEREDOC_BODY = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)
+
+
+def commit_body(command: str, limit: int) -> str | None:
+    """The first line of the body of a commit message written in a heredoc, after its subject (why it was made)."""
+    found = _HEREDOC_BODY.search(command)
+    if found is None:
+        return None
+    lines = [line.strip(" -*") for line in found.group(2).splitlines()[1:] if line.strip(" -*")]
+    body = [line for line in lines if not line.startswith(("Co-Authored-By", "🤖", "Generated with"))]
+    return (body[0] if len(body[0]) <= limit else body[0][: limit - 1].rstrip() + "…") if body else None

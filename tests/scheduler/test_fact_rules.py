@@ -1,0 +1,149 @@
+"""Facts worth keeping: what changed state and how, errors with their fix, rejections, lessons; never a mere read.
+
+Structural facts are read from sessions in Claude Code's real shapes (`tests/support/session_shapes.py`)
+through the real parser; prose facts from assistant text in the shapes real replies take
+(summary bullets with code spans, "I see the issue - ...", labelled points).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from palimpsest.scheduler.facts import extract_from_text
+from palimpsest.scheduler.shell_commands import category, effects, family
+from palimpsest.scheduler.structural_facts import StructuralFact, structural_facts
+from tests.support.session_shapes import CWD, Claude, messages_of
+
+
+def facts(session: Claude) -> list[StructuralFact]:
+    return structural_facts(messages_of(session)).facts
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("ls -la ~/.claude/projects/ 2>/dev/null | head -20", "read"),
+        ("git status", "read"),
+        ("git branch --show-current", "read"),
+        ("git show origin/main:cmd/list.go | grep -B 5 Steps", "read"),
+        ("gh pr view 37 --json title,body", "read"),
+        ("sed -n 1,40p setup.go", "read"),
+        ("find ~/.claude -name '*.json' | xargs -I{} sh -c 'echo {} && cat {}'", "read"),
+        ("cd /repo && git log --oneline | head", "read"),
+        ("mise run fmt && mise run lint", "check"),
+        ("uv run pytest -q tests/test_api.py 2>&1 | tail -5", "check"),
+        ("go test -tags=integration ./cmd/... -timeout 60s", "check"),
+        ("echo '# Red' >> docs/color.md", "state"),
+        ("rm -rf ~/.claude/projects/-tmp-test-repo/", "state"),
+        ("git branch -m old new", "state"),
+        ("sed -i 's/a/b/' config.toml", "state"),
+        ("python scripts/migrate.py", "other"),
+    ],
+)
+def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
+    assert category(command) == kind
+
+
+def test_state_changes_are_named_by_what_they_did() -> None:
+    changed = [e.text for e in effects("rm docs/blue.md && echo x >> docs/color.md && git add -A && git branch -m a b")]
+    assert changed == [
+        "Deleted docs/blue.md",
+        "Staged all changes (git add)",
+        "Renamed branch a to b",
+        "Appended to docs/color.md",
+    ]
+    assert effects("git status && ls") == []
+    assert family("go test -v -run TestX ./pkg/") == family("go test ./...") == "go test"
+    assert family("mise run lint") != family("mise run test")
+
+
+def test_no_fact_of_a_read_only_command_and_a_state_change_by_its_effect(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "aaaa-reads")
+    s.ask("Clean up the test sessions")
+    s.bash("ls -la ~/.claude/projects/-tmp-test-repo/", "total 8")
+    s.bash("cat ~/.claude/projects/-tmp-test-repo/a.jsonl | head -5", '{"type":"human"}')
+    s.bash("git status", "On branch main")
+    s.bash("ls missing/", "ls: missing/: No such file or directory", error=True)
+    s.bash('rm -rf ~/.claude/projects/-tmp-test-repo/ && echo "Cleaned up"', "Cleaned up")
+    texts = [fact.text for fact in facts(s)]
+    assert texts == ["Deleted ~/.claude/projects/-tmp-test-repo/"]
+
+
+def test_a_check_keeps_one_current_outcome_and_says_what_fixed_it(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "bbbb-check")
+    s.ask("Make the resume tests pass")
+    s.bash(
+        "go test -v -run TestResume_User ./cmd/cli/integration_test/",
+        "Exit code 1\n--- FAIL: TestResume_User",
+        error=True,
+    )
+    s.tool("Edit", {"file_path": f"{CWD}/cmd/cli/resume.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("go test ./cmd/cli/integration_test/", "ok  \tcli/integration_test\t37.7s")
+    found = facts(s)
+    checks = [fact for fact in found if fact.kind == "command"]
+    assert {fact.subject for fact in checks} == {"command:go test"}
+    assert checks[-1].text == (
+        "`go test ./cmd/cli/integration_test/` passed (ok) after failing with: --- FAIL: TestResume_User; "
+        f"fixed by editing {CWD}/cmd/cli/resume.go"
+    )
+
+
+def test_a_tool_error_is_kept_with_the_input_that_fixed_it(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "cccc-fix")
+    s.ask("Use the code-simplifier plugin on this branch")
+    error = "Agent type 'code-simplifier' not found. Available agents: Bash, Explore, code-simplifier:code-simplifier"
+    prompt = "Simplify the code added in this branch"
+    s.tool("Task", {"description": "Simplify", "prompt": prompt, "subagent_type": "code-simplifier"}, error, error=True)
+    s.tool(
+        "Task",
+        {"description": "Simplify", "prompt": prompt, "subagent_type": "code-simplifier:code-simplifier"},
+        "Reduced the integration by 71 lines.",
+    )
+    [fact] = facts(s)
+    assert (fact.kind, fact.subject) == ("lesson", "error:Task:subagent_type")
+    assert fact.text == f"Task failed ({error}); it worked with subagent_type=code-simplifier:code-simplifier"
+
+
+def test_a_rejected_write_is_a_decision_and_no_file_change(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "dddd-reject")
+    s.ask("Add a standard MIT license")
+    s.reject("Write", {"file_path": f"{CWD}/LICENSE", "content": "Copyright (c) 2026 Entire"}, "Entire Inc.")
+    s.tool("Write", {"file_path": f"{CWD}/LICENSE", "content": "Copyright (c) 2026 Entire Inc."}, "File created")
+    assert [(fact.kind, fact.text) for fact in facts(s)] == [
+        ("decision", 'The user rejected Write LICENSE, saying: "Entire Inc."'),
+        ("change", f"Created {CWD}/LICENSE"),
+    ]
+
+
+def test_a_commit_keeps_the_first_line_of_its_body(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "eeee-commit")
+    s.ask("commit this")
+    message = (
+        "git add -A && git commit -m \"$(cat <<'EOF'\nFix resume test hanging on the prompt\n\n"
+        '- Add syscall.Setsid to RunResume so huh cannot open /dev/tty\n\nCo-Authored-By: Claude\nEOF\n)"'
+    )
+    s.bash(message, "[fix-resume 24a8866] Fix resume test hanging on the prompt\n 1 file changed")
+    texts = [fact.text for fact in facts(s)]
+    assert (
+        'Committed "Fix resume test hanging on the prompt" as 24a8866: '
+        "Add syscall.Setsid to RunResume so huh cannot open /dev/tty"
+    ) in texts
+
+
+def test_prose_keeps_lessons_limits_and_named_changes_but_not_vague_ones() -> None:
+    reply = (
+        "I see the issue - the `io.Copy` goroutine is competing with the `respond` function for pty reads.\n\n"
+        "The Linear MCP server doesn't expose an `issue` parameter on `create_document`.\n\n"
+        "- ✅ Fixed potential nil pointer dereference in the OpenCode stop handler\n"
+        "- **Race condition**: WaitGroup tracks goroutines before they spawn\n"
+        "- [ ] Verify telemetry is disabled when settings don't exist\n\n"
+        "I looked into the flow and fixed it."
+    )
+    assert [(fact.kind, fact.subject, fact.text) for fact in extract_from_text(reply)] == [
+        ("lesson", "io.copy", reply.splitlines()[0]),
+        ("limitation", "issue", "The Linear MCP server doesn't expose an `issue` parameter on `create_document`."),
+        ("change", "opencode", "Fixed potential nil pointer dereference in the OpenCode stop handler"),
+        ("point", "waitgroup", "Race condition: WaitGroup tracks goroutines before they spawn"),
+    ]

@@ -1,0 +1,244 @@
+"""A session read as a conversation: its requests, what was done, its true ending and what is open.
+
+Each session is written in the shapes Claude Code and Codex really write (`tests/support/session_shapes.py`
+names the source of each), read by the real parser of its agent and prepared as the store
+prepares it (`tests/agent_sessions.stored`), then read by `read_session`. The rules asserted
+are those of `scheduler/session_reading.py`, `agent_marks.py` and `reply_text.py`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from palimpsest.scheduler.reply_text import conclusion
+from palimpsest.scheduler.session_reading import CONCLUSION_CHARS, SessionReading, read_session
+from palimpsest.server.agents.codex.transcript import parse_codex
+from tests.support.agent_sessions import stored
+from tests.support.session_shapes import CWD, Claude, Codex, messages_of
+
+
+def read(session: Claude) -> SessionReading:
+    return read_session(messages_of(session))
+
+
+def read_codex(rollout: Codex, folder: Path) -> SessionReading:
+    transcript = parse_codex(rollout.write(folder / "rollout.jsonl"), partition="codex")
+    return read_session(stored([m for batch in transcript.batches for m in batch.messages], partition="codex"))
+
+
+def asks(reading: SessionReading) -> list[tuple[str, str]]:
+    return [(ask.via, ask.text) for ask in reading.asks]
+
+
+def test_every_request_is_read_not_only_the_first(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "aaaa-asks")
+    s.ask("Add a CSV export to the ledger API")
+    s.tool("Write", {"file_path": f"{CWD}/ledger/export.py", "content": "def export_csv(): ..."}, "File created")
+    s.say("Added `export_csv` to the ledger API.")
+    s.ask("thanks")
+    s.ask("Why does the importer skip the header row?")
+    s.say("The importer treats the first row as column names because `has_header` defaults to true.")
+    s.command("workflows:plan", "plan telemetry for the cobra commands", prompt="# Create a plan for a new feature")
+    s.say("I wrote the plan to plans/telemetry.md.")
+    s.local("exit", "Bye!")
+    s.ask('Operation stopped by hook: Another session is active: "Add a CSV export..."')
+    s.ask("Why does the importer skip the header row?")
+    s.say("Because `has_header` defaults to true.")
+    reading = read(s)
+    assert asks(reading) == [
+        ("prompt", "Add a CSV export to the ledger API"),
+        ("prompt", "Why does the importer skip the header row?"),
+        ("command", "/workflows:plan plan telemetry for the cobra commands"),
+    ]
+    first, second, _ = reading.asks
+    assert first.outcome.startswith("changed export.py; Added `export_csv` to the ledger API.")
+    # Sent again: one request, what was done for it read from its latest turn.
+    assert second.outcome == "answered: Because `has_header` defaults to true."
+
+
+def test_a_skill_without_arguments_is_named_by_the_prompt_it_expands_to(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "bbbb-skill")
+    s.ask("Move help.go into the cli package")
+    s.say("Moved.")
+    s.command(
+        "pr", prompt="  Generate a PR title and description based on the work done in this session.\n\n  Instructions:"
+    )
+    s.say("Title: Move help.go into the cli package")
+    assert asks(read(s))[1] == (
+        "command",
+        "/pr: Generate a PR title and description based on the work done in this session.",
+    )
+
+
+def test_choices_approvals_answers_and_redirects_name_what_they_chose(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "cccc-choices")
+    s.ask("Plan the checkpoint flag")
+    s.say(
+        "Plan saved.\n\n**Two execution options:**\n\n**1. Subagent-Driven (this session)** - I dispatch a subagent "
+        "per task\n\n**2. Parallel Session (separate)** - Open a new session\n\nWhich approach?"
+    )
+    s.ask("1")
+    s.say("I found the issue: the harness names sessions `test-session-<epoch>`. Would you like me to also update the "
+          "test harness to use UUID session ids?")  # fmt: skip
+    s.ask("yes")
+    s.question("Plan ready. What next?", ["Run /plan_review", "Start /workflows:work"], "Run /plan_review")
+    s.reject("Write", {"file_path": f"{CWD}/LICENSE", "content": "Copyright (c) 2026 Entire"}, "Entire Inc.")
+    s.tool("Write", {"file_path": f"{CWD}/LICENSE", "content": "Copyright (c) 2026 Entire Inc."}, "File created")
+    s.say("Created `LICENSE`, copyright 2026 Entire Inc.")
+    reading = read(s)
+    assert asks(reading)[1:] == [
+        ("choice", "chose Subagent-Driven (this session) - I dispatch a subagent per task"),
+        ("approval", "yes: also update the test harness to use UUID session ids"),
+        ("answer", "Run /plan_review"),
+        ("redirect", "Entire Inc."),
+    ]
+    assert reading.changed == {f"{CWD}/LICENSE": "created"}
+
+
+def test_an_interruption_at_the_end_leaves_the_request_open(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "dddd-interrupted")
+    s.ask("Migrate the ledger to Postgres")
+    s.say("Let me check the current schema first.")
+    s.call("Bash", {"command": "pg_dump --schema-only ledger > schema.sql"})
+    s.interrupt()
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "interrupted"
+    assert reading.ending.conclusion.startswith("interrupted by the user during Bash pg_dump --schema-only ledger")
+    assert "Let me check" not in reading.ending.conclusion
+    assert reading.open_items[0] == "unfinished request: Migrate the ledger to Postgres"
+
+
+def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "eeee-rejected")
+    s.ask("Add the test secret to the README")
+    s.reject("Edit", {"file_path": f"{CWD}/README.md", "old_string": "# Ledger", "new_string": "# Ledger\nAC1234"})
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "tool_rejected"
+    assert reading.ending.conclusion == "the user rejected Edit README.md"
+    assert reading.changed == {} and not any("README" in part for part in reading.did)
+    assert reading.open_items == ["unfinished request: Add the test secret to the README"]
+    # The user went on after it ("sorry, continue" is no new request): the session is judged by what followed.
+    s.ask("sorry, continue")
+    s.tool(
+        "Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "The file has been updated."
+    )
+    s.say("Added the section to `README.md`.")
+    again = read(s)
+    assert [ask.text for ask in again.asks] == ["Add the test secret to the README"]
+    assert again.ending is not None and again.ending.kind == "completed" and again.open_items == []
+
+
+@pytest.mark.parametrize("shape", ["message", "event"])
+def test_a_codex_turn_aborted_is_an_interruption(tmp_path: Path, shape: str) -> None:
+    rollout = Codex()
+    rollout.message("user", "Make the importer skip blank rows")
+    rollout.shell("c1", "pytest -q tests/test_importer.py", "running", None)
+    if shape == "message":
+        text = "<turn_aborted>\n  <turn_id>turn-1</turn_id>\n  <reason>interrupted</reason>\n</turn_aborted>"
+        rollout.message("user", text)
+    else:
+        rollout.add("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "interrupted"
+    assert [ask.text for ask in reading.asks] == ["Make the importer skip blank rows"]
+
+
+def test_a_codex_command_the_user_denied_is_a_rejection(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "Clean the build folder")
+    rollout.shell("c1", "rm -rf build", "exec command rejected by user", None)
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "tool_rejected"
+    assert reading.changed == {}
+
+
+def test_the_ending_is_the_last_conclusion_never_a_preface_a_heading_or_a_table(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "ffff-ending")
+    s.ask("Add a CSV export")
+    s.say("Let me check the tests first.")
+    s.bash("pytest -q", "12 passed in 0.4s")
+    s.tool("Edit", {"file_path": f"{CWD}/ledger/export.py", "old_string": "a", "new_string": "b"}, "updated")
+    s.say(
+        "Perfect! All done.\n\n## 📋 Specification\n\n### ✅ Changes\n"
+        "- Added `export_csv(rows)` to `ledger/export.py`\n- Quoted fields that hold commas\n\n"
+        "| file | change |\n|---|---|\n| export.py | new |\n\n"
+        "Want me to commit this?"
+    )
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.ending.conclusion == "Added `export_csv(rows)` to `ledger/export.py`; Quoted fields that hold commas"
+    assert reading.open_items == ["offered, no answer yet: commit this"]
+
+
+def test_a_long_conclusion_is_cut_between_whole_bullets() -> None:
+    reply = "Summary of the change:\n" + "".join(
+        f"- Step {n} moved `module_{n}.py` into the package\n" for n in range(40)
+    )
+    said = conclusion(reply, CONCLUSION_CHARS)
+    assert len(said) <= CONCLUSION_CHARS
+    assert said.startswith("Summary of the change: Step 0 moved") and said.endswith("into the package")
+    assert not conclusion("## Summary\n### Details", CONCLUSION_CHARS)
+
+
+def test_a_call_still_running_at_the_end_is_stopped_mid_work(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "gggg-midwork")
+    s.ask("Execute the plan with subagents")
+    s.todos([("Task 1: Test for new flags", "in_progress"), ("Task 2: Implement new flags", "pending")])
+    s.say("Spec review passed. Now code quality review.")
+    s.call("Task", {"description": "Code quality review: Task 1", "prompt": "Review the changes"})
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    assert reading.ending.conclusion.startswith('stopped mid-work during "Task 1: Test for new flags"')
+    assert "Spec review passed." in reading.ending.conclusion and "Now code quality" not in reading.ending.conclusion
+    assert reading.open_items == [
+        "unfinished request: Execute the plan with subagents",
+        "waiting on Task Code quality review: Task 1 (started, no result)",
+        "todo: Task 2: Implement new flags",
+    ]
+
+
+def test_open_items_are_reconciled_with_what_happened_after_them(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "hhhh-open")
+    s.ask("Merge the feature branches and verify")
+    s.todos([("Merge their branches", "in_progress"), ("Run verification", "pending")])
+    s.say("Now I'll merge their branches.")
+    s.bash("git merge feature/a feature/b", "Merge made by the 'ort' strategy.")
+    s.bash("pytest -q", "40 passed in 2.1s")
+    s.say(
+        "Merged both branches and the suite passes.\n\n## 🚀 Next Steps\n\n- Deploy the worker to staging\n"
+        "- Rotate the API key\n\n- [ ] Verify the export on a 10k-row ledger\n\n"
+        "Before retrying the import, shut down the dev server on port 8000."
+    )
+    reading = read(s)
+    assert reading.open_items == [
+        "Deploy the worker to staging",
+        "Rotate the API key",
+        "Verify the export on a 10k-row ledger",
+        "Before retrying the import, shut down the dev server on port 8000.",
+    ]
+    assert reading.ending is not None and reading.ending.conclusion == "Merged both branches and the suite passes."
+
+
+def test_what_was_done_names_state_changes_never_reads(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "iiii-did")
+    s.ask("Fix the colour docs")
+    for command in ("ls -la docs", "git status", "cat docs/color.md | head -20", "find . -name '*.md' 2>/dev/null"):
+        s.bash(command, "output")
+    s.tool("Write", {"file_path": "docs/blue.md", "content": "# Blue"}, "File created successfully")
+    s.bash("rm docs/blue.md", "")
+    s.bash('echo -e "\\n# Red" >> docs/color.md', "")
+    s.bash("git add docs/color.md && git branch -m colours colour-docs", "")
+    s.bash("go test ./docs/... -run TestColor", "FAIL", error=True)
+    s.bash("go test ./...", "ok  \tledger/docs\t0.2s")
+    s.say("Appended Red to `docs/color.md` and staged it.")
+    reading = read(s)
+    assert reading.did == [
+        "created then deleted blue.md",
+        "edited color.md",
+        "staged docs/color.md (git add)",
+        "renamed branch colours to colour-docs",
+        "checks: `go test ./...` passed",
+    ]
+    assert reading.open_items == []

@@ -1,0 +1,161 @@
+"""The memory a new session is handed: several earlier sessions in one budget, for Claude Code, Codex and Gemini CLI.
+
+Every session goes in through the agent's real hook (``palimpsest hook AGENT`` with the
+payload the agent sends when a turn ends), ``palimpsest maintain --once`` extracts its facts,
+and the new session's ``SessionStart`` answer is read as the agent gets it. Shapes and their
+sources: `tests/support/session_shapes.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from palimpsest.graph_schema.identity import estimate_tokens
+from palimpsest.server.cli.main import app
+from tests.support.session_shapes import CWD, Claude, Codex, cli, gemini_call, gemini_recording, memory
+
+#: A line presenting a command that only reads: never in the memory.
+READ_ONLY = re.compile(
+    r"^\s*-?\s*`(?:ls|cat|head|tail|find|grep|rg|git (?:status|log|diff|show|branch))\b", re.MULTILINE
+)
+
+
+def day_session(folder: Path, day: int) -> Claude:
+    """One day of work on the ledger: two requests, a change, a check, a finding."""
+    s = Claude(folder, f"day{day:02d}-0000-4000-8000-000000000000", day=f"2025-07-{day:02d}")
+    s.ask(f"Speed up the importer, part {day}: profile the schema lookups")
+    s.bash("ls -la ledger/", "importer.py schema.py")
+    s.bash("git status", "On branch main")
+    s.tool("Edit", {"file_path": f"{CWD}/ledger/schema.py", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("pytest -q tests/test_importer.py", "12 passed in 0.4s")
+    s.say(
+        f"I see the issue - `lookup_column` re-reads the schema for each of the {day}000 rows. "
+        "Cached the lookups in `SchemaCache`; the importer tests pass."
+    )
+    s.ask(f"Why was part {day} slow before?")
+    s.say(f"The importer called `schema.load()` once per row because `SchemaCache` did not exist before part {day}.")
+    return s
+
+
+def test_several_sessions_share_one_budget_and_the_latest_gets_the_most_room(store_url: str, tmp_path: Path) -> None:
+    for day in (1, 2, 3):
+        day_session(tmp_path, day).store(store_url)
+    cli(store_url, "maintain", "--once")
+    text = memory(store_url, PALIMPSEST_STARTUP_BUDGET="450")
+    assert estimate_tokens(text) <= 450
+    blocks = text.split("\n### ")[1:]
+    assert [block[:5] for block in blocks] == ["day03", "day02", "day01"]
+    for block in blocks:  # whole items: every session shown says how it ended and what is open
+        assert "\n- Ended: " in block and "\n- Still open: nothing" in block
+    lines = [block.count("\n") for block in blocks]
+    assert lines[0] > max(lines[1:])
+    # The newest has room for its finding and what it did; the older ones for what they were asked and how they ended.
+    assert "  - I see the issue - `lookup_column` re-reads the schema for each of the 3000 rows. (msg_" in blocks[0]
+    assert "- Did: edited schema.py" in blocks[0] and not any("- Did:" in block for block in blocks[1:])
+    assert not READ_ONLY.search(text)
+    # The same memory gives the same bytes; a larger budget shows more of the same, in the same order.
+    assert memory(store_url, PALIMPSEST_STARTUP_BUDGET="450") == text
+    large = memory(store_url, PALIMPSEST_STARTUP_BUDGET="4000")
+    assert len(large) > len(text) and [b[:5] for b in large.split("\n### ")[1:]] == ["day03", "day02", "day01"]
+    assert "I see the issue - `lookup_column` re-reads the schema for each of the 1000 rows." in large
+
+
+def test_an_interrupted_and_a_rejected_session_say_so_and_leave_their_request_open(
+    store_url: str, tmp_path: Path
+) -> None:
+    s = Claude(tmp_path, "eeee0000-interrupted")
+    s.ask("Add the test credential to the README")
+    s.reject("Edit", {"file_path": f"{CWD}/README.md", "old_string": "# Ledger", "new_string": "# Ledger\nAC12"})
+    s.store(store_url)
+    text = memory(store_url)
+    assert "- Ended: a tool call rejected by the user. the user rejected Edit README.md\n" in text
+    assert "- Still open:\n  - unfinished request: Add the test credential to the README\n" in text
+    assert "README.md" not in text.split("- Ended:")[0].split("- Asked:")[0]
+    assert "- Did:" not in text  # a rejected edit changed nothing
+
+
+def test_a_gemini_session_through_its_hook(store_url: str, tmp_path: Path) -> None:
+    session = "f7633853-6663-4dbb-bbf4-6159afa29df8"
+    at = "2026-01-15T20:5{}:{:02d}.000Z".format
+    records = [
+        {"id": "u1", "timestamp": at(1, 0), "type": "user", "content": "create a color file inside docs"},
+        {
+            "id": "g1",
+            "timestamp": at(1, 10),
+            "type": "gemini",
+            "content": "I will create `docs/blue.md`.",
+            "toolCalls": [
+                gemini_call(
+                    "write_file-1",
+                    "write_file",
+                    {"file_path": "docs/blue.md", "content": "# Blue"},
+                    "Successfully created and wrote to new file: docs/blue.md.",
+                    "success",
+                    at(1, 11),
+                ),
+                gemini_call(
+                    "run_shell_command-2",
+                    "run_shell_command",
+                    {"command": "git status"},
+                    "Command: git status\nOutput: On branch main\nExit Code: 0",
+                    "success",
+                    at(1, 12),
+                ),
+                gemini_call(
+                    "run_shell_command-3",
+                    "run_shell_command",
+                    {"command": "rm docs/blue.md"},
+                    "Command: rm docs/blue.md\nOutput: (empty)\nExit Code: 0",
+                    "success",
+                    at(1, 13),
+                ),
+                gemini_call(
+                    "run_shell_command-4",
+                    "run_shell_command",
+                    {"command": 'echo -e "\\n# Red" >> docs/color.md'},
+                    "Output: (empty)\nExit Code: 0",
+                    "success",
+                    at(1, 14),
+                ),
+            ],
+        },  # fmt: skip
+        {"id": "u2", "timestamp": at(1, 20), "type": "user", "content": "System: Please continue."},
+        {"id": "g2", "timestamp": at(1, 30), "type": "gemini", "content": 'Appended "Red" to `docs/color.md`.'},
+    ]
+    recording = tmp_path / f"session-{session}.json"
+    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
+    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
+    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
+    assert result.exit_code == 0, result.output
+    text = memory(store_url, agent="gemini")
+    assert "- Asked:\n  1. create a color file inside docs\n" in text
+    assert "Please continue" not in text
+    assert "- Did: created then deleted blue.md; edited color.md\n" in text
+    assert '- Ended: completed. Appended "Red" to `docs/color.md`.\n' in text
+    assert not READ_ONLY.search(text)
+
+
+def test_a_codex_rollout_interrupted_through_its_hook(store_url: str, tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "# Context from my IDE setup:\n\n## Open tabs:\n- importer.py\n\n## My request for Codex:\n"
+                    "Make the importer skip blank rows")  # fmt: skip
+    rollout.plan("p1", [("Skip blank rows", "in_progress"), ("Run the importer tests", "pending")])
+    rollout.shell("c1", "pytest -q tests/test_importer.py", "1 failed, 8 passed", 1)
+    rollout.message("assistant", "The blank-row test fails because `read_rows` keeps empty lines.")
+    rollout.add("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
+    path = rollout.write(tmp_path / "rollout-2025-11-22T21-45-35-019e2a41.jsonl")
+    payload = {"session_id": rollout.session, "transcript_path": str(path), "cwd": CWD, "hook_event_name": "Stop"}
+    result = CliRunner().invoke(app, ["hook", "codex", "--store", store_url], input=json.dumps(payload))
+    assert result.exit_code == 0, result.output
+    text = memory(store_url, agent="codex")
+    assert "  1. Make the importer skip blank rows" in text and "Open tabs" not in text
+    assert "- Ended: interrupted by the user. The blank-row test fails because `read_rows` keeps empty lines.\n" in text
+    assert (
+        "- Still open:\n  - unfinished request: Make the importer skip blank rows\n"
+        "  - `pytest -q tests/test_importer.py` still failing: 1 failed, 8 passed\n"
+        "  - todo: Skip blank rows\n  - todo: Run the importer tests\n"
+    ) in text

@@ -1,0 +1,244 @@
+"""Sessions written line by line in the shapes Claude Code, Codex and Gemini CLI really write.
+
+Nothing here is copied from a capture; each shape is taken from one, named where it is built:
+
+- Claude Code 2.x transcripts (JSONL), as in the sessions entireio/cli publishes on its
+  ``entire/checkpoints/v1`` branch (MIT): a rejected tool call's result, ``is_error``, "The
+  user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was
+  a file edit, the new_string was NOT written to the file). To tell you how to proceed, the
+  user said:\\nREASON" (checkpoint b0/be9accda39), or "... STOP what you are doing and wait
+  for the user to tell you how to proceed." followed by the user line ``[Request interrupted
+  by user for tool use]`` (67/ea786b178e); ``[Request interrupted by user]`` (cd/95adddad32);
+  a slash command as ``<command-message>NAME</command-message>\\n<command-name>/NAME</command-name>
+  \\n<command-args>ARGS</command-args>`` whose skill prompt follows as an ``isMeta`` user line
+  (d3/7d736cbc10, 8e/0a64736bc7); ``/exit`` answered by ``<local-command-stdout>`` after the
+  ``isMeta`` caveat line (67/ea786b178e); a hook's "Operation stopped by hook: ..." user line
+  (8c/fa910f8ef9); ``AskUserQuestion``'s result "User has answered your questions:
+  \\"Q\\"=\\"A\\". You can now continue with the user's answers in mind." (d3/7d736cbc10).
+- Codex rollouts: the ``<turn_aborted>`` user message with ``<turn_id>`` and ``<reason>``
+  (openai/codex ``codex-rs`` tests), the older ``event_msg`` ``{"type": "turn_aborted",
+  "reason": "interrupted"}`` (session-file notes of Codex 0.6x rollouts), the output "exec
+  command rejected by user" of a denied command (``codex-rs`` ``ReviewDecision::Denied``),
+  ``update_plan``'s ``plan`` of ``step`` / ``status``, ``shell`` outputs as ``{"output",
+  "metadata": {"exit_code"}}``.
+- Gemini CLI recordings of one JSON document (``session-*.json``: ``sessionId``,
+  ``projectHash``, ``startTime``, ``lastUpdated``, ``messages``), records ``user`` /
+  ``gemini`` with ``toolCalls`` (``status``, ``result`` of ``functionResponse``), the
+  automatic "System: Please continue." user record and an ``info`` record "Request
+  cancelled." (entireio/cli checkpoints 51/3fab7adf0b, ab/2b9748b105; Gemini CLI's own
+  interruption notice).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from palimpsest.graph_schema.models import Message
+from palimpsest.server.agents.claude.transcript import parse_claude_code
+from palimpsest.server.cli.main import app
+from tests.support.agent_sessions import stored
+
+CWD = "/home/grace/src/ledger"
+REJECTED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, "
+    "the new_string was NOT written to the file). "
+)
+STOP = "STOP what you are doing and wait for the user to tell you how to proceed."
+
+
+class Claude:
+    """A Claude Code transcript written line by line, each line as Claude Code 2.x writes it."""
+
+    def __init__(self, folder: Path, session: str, *, day: str = "2025-06-14", branch: str = "main") -> None:
+        self.path = folder / f"{session}.jsonl"
+        self.session, self.day, self.branch = session, day, branch
+        self.parent: str | None = None
+        self.count = 0
+
+    def line(self, kind: str, content: Any, **extra: Any) -> None:
+        self.count += 1
+        uuid = f"{self.session[:8]}-{self.count:04d}"
+        message: dict[str, Any] = {"role": kind, "content": content}
+        if kind == "assistant":
+            message = {"id": f"msg_{uuid}", "type": "message", "model": "claude-opus-4-5", **message}
+        record = {
+            "parentUuid": self.parent,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": CWD,
+            "sessionId": self.session,
+            "version": "2.1.9",
+            "gitBranch": self.branch,
+            "type": kind,
+            "message": message,
+            "uuid": uuid,
+            "timestamp": f"{self.day}T10:{self.count // 60:02d}:{self.count % 60:02d}.000Z",
+            **extra,
+        }
+        self.parent = uuid
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def ask(self, text: str) -> None:
+        self.line("user", text)
+
+    def say(self, text: str) -> None:
+        self.line("assistant", [{"type": "text", "text": text}])
+
+    def call(self, name: str, args: dict[str, Any]) -> str:
+        """A tool call without its result yet; its id."""
+        call = f"toolu_{self.session[:4]}{self.count:04d}"
+        self.line("assistant", [{"type": "tool_use", "id": call, "name": name, "input": args}])
+        return call
+
+    def result(self, call: str, text: str, *, error: bool = False) -> None:
+        block: dict[str, Any] = {"tool_use_id": call, "type": "tool_result", "content": text}
+        if error:
+            block["is_error"] = True
+        self.line("user", [block])
+
+    def tool(self, name: str, args: dict[str, Any], text: str, *, error: bool = False) -> None:
+        self.result(self.call(name, args), text, error=error)
+
+    def reject(self, name: str, args: dict[str, Any], reason: str | None = None) -> None:
+        """A call the user rejected: with a reason, or stopped (the interruption line follows)."""
+        said = f"To tell you how to proceed, the user said:\n{reason}" if reason else STOP
+        self.tool(name, args, REJECTED + said, error=True)
+        if reason is None:
+            self.line("user", [{"type": "text", "text": "[Request interrupted by user for tool use]"}])
+
+    def interrupt(self) -> None:
+        self.line("user", [{"type": "text", "text": "[Request interrupted by user]"}])
+
+    def command(self, name: str, args: str = "", prompt: str | None = None) -> None:
+        """A slash command, and the prompt its skill expands to (an injected line)."""
+        self.ask(
+            f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>\n"
+            f"<command-args>{args}</command-args>"
+        )
+        if prompt is not None:
+            self.line("user", [{"type": "text", "text": prompt}], isMeta=True)
+
+    def local(self, name: str, stdout: str) -> None:
+        """A local command (``/exit``): the caveat line, the command, its output."""
+        caveat = (
+            "<local-command-caveat>Caveat: The messages below were generated by the user while running local "
+            "commands. DO NOT respond to these messages or otherwise consider them in your response unless the "
+            "user explicitly asks you to.</local-command-caveat>"
+        )
+        self.line("user", caveat, isMeta=True)
+        self.ask(
+            f"<command-name>/{name}</command-name>\n<command-message>{name}</command-message>\n<command-args></command-args>"
+        )
+        self.ask(f"<local-command-stdout>{stdout}</local-command-stdout>")
+
+    def question(self, question: str, options: list[str], answer: str) -> None:
+        args = {"questions": [{"question": question, "options": [{"label": label} for label in options]}]}
+        self.tool(
+            "AskUserQuestion",
+            args,
+            f'User has answered your questions: "{question}"="{answer}". '
+            "You can now continue with the user's answers in mind.",
+        )
+
+    def todos(self, items: list[tuple[str, str]]) -> None:
+        todos = [{"content": text, "status": status, "activeForm": text} for text, status in items]
+        self.tool("TodoWrite", {"todos": todos}, "Todos have been modified successfully.")
+
+    def bash(self, command: str, output: str, *, error: bool = False, description: str = "") -> None:
+        self.tool("Bash", {"command": command, "description": description}, output, error=error)
+
+    def store(self, url: str) -> None:
+        """Sent as Claude Code's ``Stop`` hook would."""
+        stdin = {"session_id": self.session, "transcript_path": str(self.path), "cwd": CWD, "hook_event_name": "Stop"}
+        result = CliRunner().invoke(app, ["hook", "claude", "--store", url], input=json.dumps(stdin))
+        assert result.exit_code == 0, result.output
+
+
+def memory(url: str, agent: str = "claude", session: str = "new-session", **env: str) -> str:
+    """What a new session of the project is handed at start (``SessionStart``), as the agent reads it."""
+    stdin = {"session_id": session, "transcript_path": f"/nowhere/{session}.jsonl", "cwd": CWD}
+    stdin |= {"hook_event_name": "SessionStart", "source": "startup"}
+    result = CliRunner().invoke(
+        app, ["hook", agent, "--store", url], input=json.dumps(stdin), env={"PALIMPSEST_STORE": None, **env}
+    )
+    assert result.exit_code == 0, result.output
+    if not result.stdout.strip():
+        return ""
+    text: str = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def cli(url: str, *args: str, **env: str) -> str:
+    result = CliRunner().invoke(app, [*args, "--store", url], env={"PALIMPSEST_STORE": None, **env})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+class Codex:
+    """A Codex rollout written line by line."""
+
+    def __init__(self, session: str = "019e2a41-5c3b-7d20-a1f4-3e9b8c7d6a5f") -> None:
+        self.session = session
+        self.lines: list[dict[str, Any]] = []
+        meta = {"id": session, "timestamp": "2025-11-22T21:45:35.000Z", "cwd": CWD, "originator": "codex_cli_rs"}
+        self.add("session_meta", meta)
+
+    def add(self, kind: str, payload: dict[str, Any]) -> None:
+        second = len(self.lines)
+        self.lines.append(
+            {
+                "timestamp": f"2025-11-22T21:{46 + second // 60:02d}:{second % 60:02d}.000Z",
+                "type": kind,
+                "payload": payload,
+            }
+        )
+
+    def message(self, role: str, text: str) -> None:
+        part = "output_text" if role == "assistant" else "input_text"
+        self.add("response_item", {"type": "message", "role": role, "content": [{"type": part, "text": text}]})
+
+    def shell(self, call: str, command: str, output: str, code: int | None) -> None:
+        arguments = json.dumps({"command": ["bash", "-lc", command]})
+        self.add("response_item", {"type": "function_call", "name": "shell", "arguments": arguments, "call_id": call})
+        body = output if code is None else json.dumps({"output": output, "metadata": {"exit_code": code}})
+        self.add("response_item", {"type": "function_call_output", "call_id": call, "output": body})
+
+    def plan(self, call: str, steps: list[tuple[str, str]]) -> None:
+        plan = [{"step": step, "status": status} for step, status in steps]
+        arguments = json.dumps({"plan": plan})
+        self.add(
+            "response_item", {"type": "function_call", "name": "update_plan", "arguments": arguments, "call_id": call}
+        )
+        self.add("response_item", {"type": "function_call_output", "call_id": call, "output": "Plan updated"})
+
+    def write(self, path: Path) -> Path:
+        path.write_text("".join(json.dumps(line) + "\n" for line in self.lines), encoding="utf-8")
+        return path
+
+
+def gemini_recording(session: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Gemini CLI recording of one JSON document (``session-*.json``)."""
+    return {
+        "sessionId": session,
+        "projectHash": "7e8989f71805c3147f6be9b7a71de2a156f8face69f9380beeeb8a777414f21c",
+        "startTime": records[0]["timestamp"],
+        "lastUpdated": records[-1]["timestamp"],
+        "messages": records,
+    }
+
+
+def gemini_call(call: str, name: str, args: dict[str, Any], output: str, status: str, at: str) -> dict[str, Any]:
+    """One of a ``gemini`` record's ``toolCalls``, with its result."""
+    response = {"functionResponse": {"id": call, "name": name, "response": {"output": output}}}
+    return {"id": call, "name": name, "args": args, "result": [response], "status": status, "timestamp": at}
+
+
+def messages_of(session: Claude) -> list[Message]:
+    """The messages a Claude Code session stores, read by the real parser (no store)."""
+    transcript = parse_claude_code(session.path, partition="claude")
+    return stored([message for batch in transcript.batches for message in batch.messages], partition="claude")
