@@ -67,6 +67,10 @@ PHRASE = "the orchid relay listens on port 4417"
 MESSAGES = 170
 
 
+#: The older hooked session's title: its two requests.
+OLD_TITLE = "Add JWT auth to the billing API · Why does this screen fail? [image: image/png]"
+
+
 def content(i: int) -> str:
     text = f"Turn {i}: we changed the retry logic in worker/queue.py once more and ran the tests. " * 2
     return text + (f"Remember: {PHRASE}." if i == 7 else "")
@@ -365,10 +369,11 @@ def test_sessions_are_named_sorted_and_reached_by_keyboard(
 
     console(browser)
     browser.get(f"{hooked.base}/ui/sessions")
-    assert titles(browser) == ["Fix the flaky refresh test in tests/test_refresh.py", "Add JWT auth to the billing API"]
+    # Each session titled by its requests, in order.
+    assert titles(browser) == ["Fix the flaky refresh test in tests/test_refresh.py", OLD_TITLE]
     assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
     browser.find_element(By.CSS_SELECTOR, 'a[data-sort="oldest"]').click()
-    wait(browser).until(lambda b: titles(b)[0] == "Add JWT auth to the billing API")
+    wait(browser).until(lambda b: titles(b)[0] == OLD_TITLE)
     Select(browser.find_element(By.ID, "project")).select_by_visible_text("billing-api")
     Select(browser.find_element(By.ID, "sort")).select_by_value("messages")
     browser.find_element(By.ID, "filter").click()  # a plain GET form: no script involved
@@ -398,7 +403,7 @@ def test_the_conversation_folds_calls_and_highlights_a_summary(
 
     console(browser)
     browser.get(f"{hooked.base}/ui/thread?p=claude&t={OLD}")
-    assert browser.find_element(By.ID, "session-title").text == "Add JWT auth to the billing API"
+    assert browser.find_element(By.ID, "session-title").text == OLD_TITLE
     call = browser.find_element(By.CSS_SELECTOR, "details.tool-call")
     result = call.find_element(By.CSS_SELECTOR, ".tool-result pre")
     assert call.get_attribute("open") is None and not result.is_displayed()
