@@ -180,7 +180,7 @@ def test_session_start_hands_back_memory_in_claude_codes_shape(tmp_path: Path) -
     )
     assert new.exit_code == 0, new.output
     context = json.loads(new.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "billing-api" in context and SESSION in context and "- Set out to: Add JWT auth" in context
+    assert "billing-api" in context and SESSION in context and "- Asked:\n  1. Add JWT auth" in context
     resumed = hook(payload(transcript, "SessionStart", source="compact"), url)
     text = json.loads(resumed.stdout)["hookSpecificOutput"]["additionalContext"]
     assert text.startswith("# Context of thread") or "Recent messages" in text
