@@ -82,6 +82,9 @@ _NEXT_LABEL = re.compile(
     r"still (?:to do|open|needed)|open (?:items|questions)|left to do|pending|not yet done|action items)\b",
     re.IGNORECASE,
 )
+_NEXT_SENTENCE = re.compile(
+    r"^(?:next steps?|todo|to do|remaining|follow[- ]ups?|still to do|left to do)\s*:\s*(\S.+)$", re.IGNORECASE
+)
 _USER_ACTION = re.compile(
     r"\b(?:you(?:'ll| will)? need to|you(?: may| might)? want to|you should|you must|make sure (?:to|you)|"
     r"remember to|don'?t forget to|before (?:retrying|running|you|trying)|be sure to|"
@@ -245,7 +248,11 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
             if unit.box != " " and not under and _kept(unit.text):
                 yield unit.text, "bullet"
             continue
-        said = [sentence for sentence in sentences(unit.text) if _kept(sentence) and not is_user_action(sentence)]
+        said = [
+            sentence
+            for sentence in sentences(unit.text)
+            if _kept(sentence) and not is_user_action(sentence) and labelled_step(sentence) is None
+        ]
         under = bool(said) and said[-1].endswith(":") and _NEXT_LABEL.search(said[-1]) is not None
         for number, sentence in enumerate(said):
             if not sentence.endswith(":"):
@@ -254,12 +261,13 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
                 yield sentence, "intro"
 
 
-def conclusion(text: str, limit: int) -> str:
+def conclusion(text: str, limit: int, *, cut_first: bool = True) -> str:
     """What a reply concluded, on one line: whole sentences and bullets, at most ``limit`` characters.
 
     Bullets follow the sentence introducing them and are separated by ``;``. A first
     piece longer than ``limit`` is cut at its last sentence end, clause end or word
-    that fits, with an ellipsis; any later piece that does not fit ends the conclusion.
+    that fits, with an ellipsis (nothing at all without ``cut_first``); any later piece
+    that does not fit ends the conclusion.
     """
     out, intro, previous = "", "", ""
     for piece, role in _pieces(text):
@@ -277,7 +285,7 @@ def conclusion(text: str, limit: int) -> str:
             candidate = f"{out}{'' if out.endswith(('.', '!', '?', ':', ';')) else '.'} {addition}"
         intro, previous = "", role
         if len(candidate) > limit:
-            return cut(addition, limit) if not out else out
+            return (cut(addition, limit) if cut_first else "") if not out else out
         out = candidate
     return out
 
@@ -356,8 +364,18 @@ def next_steps(text: str) -> list[str]:
             under = _NEXT_LABEL.search(said[-1]) is not None
         else:
             under = False
-        steps.extend(sentence for sentence in said if is_user_action(sentence))
+        steps.extend(
+            labelled_step(sentence) or sentence
+            for sentence in said
+            if is_user_action(sentence) or labelled_step(sentence)
+        )
     return steps
+
+
+def labelled_step(sentence: str) -> str | None:
+    """The step a sentence names after a next-steps label ("Next step: patch the migration." → the rest)."""
+    found = _NEXT_SENTENCE.match(sentence.strip())
+    return found.group(1).strip() if found is not None else None
 
 
 def is_user_action(sentence: str) -> bool:

@@ -85,7 +85,6 @@ class _Turn:
     rejected: list[str] = field(default_factory=list)
     replies: list[Message] = field(default_factory=list)
     last: str = ""  # reply, call, result, interrupt, reject
-    interrupted: bool = False
 
 
 @dataclass
@@ -162,18 +161,20 @@ class _Reader:
     def turn(self) -> _Turn:
         return self.turns[-1]
 
-    def ask(self, text: str, message: Message, position: int, via: str) -> None:
+    def ask(self, text: str, message: Message, position: int, via: str) -> Ask | None:
+        """A request of the user, from here on the turn that work counts for; None for an empty text."""
         text = text.strip()
         if not text:
-            return
+            return None
         self.turns.append(_Turn())
         known = self.seen.get(_key(text))
         if known is not None:  # the same request again: one request, where it was first made, its latest turn
             known.turn = self.turn
-            return
+            return known
         new = Ask(text, message.id, position, via, turn=self.turn)
         self.seen[_key(text)] = new
         self.reading.asks.append(new)
+        return new
 
     def user(self, message: Message, position: int, following: Message | None) -> None:
         content = message.content.strip()
@@ -187,8 +188,8 @@ class _Reader:
             given = " ".join(args.group(1).split()) if args else ""
             expanded = following is not None and following.role is Role.user and following.metadata.get("meta")
             if given or expanded:
-                self.ask(f"{name} {marks.ask_text(given)}".strip(), message, position, "command")
-                self.pending_command = self.reading.asks[-1] if not given else None
+                made = self.ask(f"{name} {marks.ask_text(given)}".strip(), message, position, "command")
+                self.pending_command = made if not given else None
             return
         text = marks.WRAPPED.sub(" ", content).strip()
         if not text or text.startswith("<"):
@@ -235,7 +236,8 @@ class _Reader:
         if call.id is not None:
             self.calls[call.id] = state
         self.order.append(state)
-        self.turn.last = "call"
+        if todos is None:  # a todo list written after the last reply is bookkeeping, not more work
+            self.turn.last = "call"
 
     def result(self, message: Message, position: int) -> None:
         state = self.calls.get(message.tool_call_id or "")
@@ -253,12 +255,13 @@ class _Reader:
             return
         if interrupted is not None:
             state.result = "interrupted"
-            self.turn.last, self.turn.interrupted = "interrupt", True
+            self.turn.last = "interrupt"
             return
         code, body = exit_status(message.content)
         failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
         state.result = "failed" if failed else "ok"
-        self.turn.last = "result"
+        if todo_list(state.call.name, state.call.args) is None:
+            self.turn.last = "result"
         if state.call.name in marks.QUESTION_TOOLS and not failed:
             for _question, answer in marks.ANSWERS.findall(message.content):
                 self.ask(marks.ask_text(answer), message, position, "answer")
@@ -310,7 +313,6 @@ class _Reader:
     def interruption(self, for_tool: bool) -> None:
         if not (for_tool and self.turn.last == "reject"):
             self.turn.last = "interrupt"
-        self.turn.interrupted = True
 
 
 def _after(known: str | None, action: str) -> str:
@@ -426,7 +428,8 @@ def _conclusion(turn: _Turn, limit: int) -> tuple[str, str | None]:
     texts: list[str] = []
     source: str | None = None
     for reply in reversed(turn.replies):
-        text = reply_text.conclusion(reply.content, limit - sum(len(t) + 1 for t in texts))
+        room = limit - sum(len(t) + 1 for t in texts)
+        text = reply_text.conclusion(reply.content, room, cut_first=not texts)  # an earlier reply: whole sentences only
         if not text and not texts and reply_text.table_digest(reply.content):
             text = "; ".join(reply_text.table_digest(reply.content)[:6])
         if text:

@@ -242,3 +242,15 @@ def test_what_was_done_names_state_changes_never_reads(tmp_path: Path) -> None:
         "checks: `go test ./...` passed",
     ]
     assert reading.open_items == []
+
+
+def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no_more_work(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "jjjj-labelled")
+    s.ask("Fix the token expiry check")
+    s.tool("Edit", {"file_path": f"{CWD}/auth/jwt.py", "old_string": "a", "new_string": "b"}, "updated")
+    s.say("Done. `auth/jwt.py` now compares aware datetimes. Next step: patch the 0007 migration and rerun the tests.")
+    s.todos([("Fix the token expiry check", "completed")])
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.ending.conclusion == "`auth/jwt.py` now compares aware datetimes."  # "Done." says nothing
+    assert reading.open_items == ["patch the 0007 migration and rerun the tests."]

@@ -113,7 +113,7 @@ def test_a_turn_that_never_reached_the_model_is_kept_marked_and_never_the_sessio
     silent(hook("claude", claude_payload(other, session="0f0e0d0c-0b0a-4909-8807-060504030201"), store_url))
 
     memory = memory_of(store_url, "claude", "billing-api")
-    assert "- Asked:\n  1. Why does the refresh test fail?" in memory
+    assert "- Asked:\n  1. Why does the refresh test fail?\n" in memory  # asked three times: one request
     assert "rotate() drops the token's audience" in memory
     assert "API Error" not in memory and "/login" not in memory and "0f0e0d0c" not in memory
 
@@ -135,7 +135,7 @@ def test_codex_injected_messages_are_kept_marked_and_left_out_of_the_start_memor
     assert (messages[3].content, messages[4].content) == (CODEX_PROMPT, CODEX_ANSWER)
 
     memory = memory_of(store_url, "codex", "ledger")
-    assert f"- Asked:\n  1. {CODEX_PROMPT}" in memory
+    assert f"- Asked:\n  1. {CODEX_PROMPT}\n" in memory
     for injected in ("AGENTS.md", "environment_context", "skills", "codex_internal_context", "permissions"):
         assert injected not in memory, injected
 
