@@ -156,6 +156,8 @@ class _Reader:
         self.pending_command: Ask | None = None
         self.seen: dict[str, Ask] = {}
         self.failing: dict[str, str] = {}
+        #: The last file a write tool wrote whole, with its first heading: what an offer with no object is about.
+        self.last_written: str | None = None
 
     @property
     def turn(self) -> _Turn:
@@ -289,6 +291,11 @@ class _Reader:
         if state.call.name in marks.TASK_TOOLS and isinstance(description, str) and description:
             if clip(description, 60) not in turn.tasks:
                 turn.tasks.append(clip(description, 60))
+        content = state.call.args.get("content")
+        if state.call.name in WRITE_TOOLS and isinstance(content, str) and path_arg(state.call.args):
+            heading = next((line.lstrip("# ").strip() for line in content.splitlines() if line.startswith("#")), None)
+            name = str(path_arg(state.call.args)).rsplit("/", 1)[-1]
+            self.last_written = f"{name}: {clip(heading, 100)}" if heading else name
         for path, action in _written(state):
             path = path.rstrip("/") or path
             turn.changed[path] = action if turn.changed.get(path) != "created" or action == "deleted" else "created"
@@ -503,11 +510,35 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             if not last:
                 steps = [step for step in steps if reply_text.is_user_action(step)]
             found += [clip(step, 160) for step in steps]
+    found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
     if turn.replies:
         question = reply_text.closing_question(turn.replies[-1].content)
         if question and reply_text.is_offer(question):
-            found.append(f"offered, no answer yet: {clip(reply_text.offered_work(question), 140)}")
+            offer = reply_text.offered_work(question)
+            if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
+                offer += f" ({reader.last_written})"
+            found.append(f"offered, no answer yet: {clip(offer, 200)}")
     return list(dict.fromkeys(found))
+
+
+_CREATES_ISSUE = re.compile(r"(?:^|_)create_(?:issue|task|ticket|story|card)s?$", re.IGNORECASE)
+
+
+def _issues_created(reader: _Reader) -> list[str]:
+    """Titles of the issues a session opened in a tracker (an MCP ``create_issue``, ``gh issue create``): later work."""
+    titles: list[str] = []
+    for state in reader.order:
+        if state.result != "ok":
+            continue
+        name = state.call.name.rsplit("__", 1)[-1]
+        title = state.call.args.get("title")
+        if _CREATES_ISSUE.search(name) and isinstance(title, str) and title.strip():
+            titles.append(clip(title, 120))
+        elif state.command and re.search(r"\bgh issue create\b", state.command):
+            found = re.search(r"--title[= ](?:\"([^\"]+)\"|'([^']+)')", state.command)
+            if found is not None:
+                titles.append(clip(found.group(1) or found.group(2), 120))
+    return list(dict.fromkeys(titles))
 
 
 _TEST_WORDS = re.compile(r"\b(?:tests?|verify|verification|lint|build|check|run|type[- ]?check|suite)\b", re.I)
