@@ -120,6 +120,8 @@ class _Call:
     category: str | None = None
     #: ok, failed, rejected, interrupted; "no result" when a reply came first; None while pending.
     result: str | None = None
+    #: The key a tracker gave an issue this call created (``ENT-110``, ``#123``), read from its result.
+    issue: str | None = None
 
 
 @dataclass
@@ -264,6 +266,9 @@ class _Reader:
         state.result = "failed" if failed else "ok"
         if todo_list(state.call.name, state.call.args) is None:
             self.turn.last = "result"
+        found = _ISSUE_KEY.search(message.content[:2000])
+        if found is not None:
+            state.issue = found.group(1) or f"#{found.group(2)}"
         if state.call.name in marks.QUESTION_TOOLS and not failed:
             for _question, answer in marks.ANSWERS.findall(message.content):
                 self.ask(marks.ask_text(answer), message, position, "answer")
@@ -498,6 +503,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"waiting on {marks.describe_call(waiting[-1].call)} (started, no result)")
     for command, error in reader.failing.items():
         found.append(f"`{clip(command, 80)}` still failing: {error}")
+    found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
     for text, done in reader.todos:
         if not done and not _done_later(text, after, reader) and not _current(text, ending, reader):
@@ -510,7 +516,6 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             if not last:
                 steps = [step for step in steps if reply_text.is_user_action(step)]
             found += [clip(step, 160) for step in steps]
-    found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
     if turn.replies:
         question = reply_text.closing_question(turn.replies[-1].content)
         if question and reply_text.is_offer(question):
@@ -521,6 +526,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+#: An issue's key in a tracker's answer: Linear's or Jira's ``identifier`` / ``key``, a GitHub issue URL.
+_ISSUE_KEY = re.compile(r'"(?:identifier|key)"\s*:\s*"([A-Z][A-Z0-9]+-\d+)"|/issues/(\d+)\b')
 _CREATES_ISSUE = re.compile(r"(?:^|_)create_(?:issue|task|ticket|story|card)s?$", re.IGNORECASE)
 
 
@@ -533,7 +540,8 @@ def _issues_created(reader: _Reader) -> list[str]:
         name = state.call.name.rsplit("__", 1)[-1]
         title = state.call.args.get("title")
         if _CREATES_ISSUE.search(name) and isinstance(title, str) and title.strip():
-            titles.append(clip(title, 120))
+            key = state.issue
+            titles.append(clip(f"{key}: {title}" if key else title, 120))
         elif state.command and re.search(r"\bgh issue create\b", state.command):
             found = re.search(r"--title[= ](?:\"([^\"]+)\"|'([^']+)')", state.command)
             if found is not None:

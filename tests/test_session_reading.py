@@ -271,10 +271,10 @@ def test_an_offer_without_an_object_names_what_was_just_written_and_new_issues_s
     s.tool(
         "mcp__linear-server__create_issue",
         {"title": "Add the telemetry client", "team": "Entire", "parentId": "ENT-53"},
-        '{"id": "ENT-110", "title": "Add the telemetry client"}',
+        '{"id": "9b2f0c1e", "identifier": "ENT-110", "title": "Add the telemetry client"}',
     )
     s.say("The plan is in `plans/telemetry.md` and ENT-110 tracks the client.\n\nReady to implement?")
     assert read(s).open_items == [
-        "tracked as a new issue: Add the telemetry client",
+        "tracked as a new issue: ENT-110: Add the telemetry client",
         "offered, no answer yet: Ready to implement? (telemetry.md: Plan: PostHog telemetry - Phase 1 (MVP))",
     ]
