@@ -120,6 +120,8 @@ class _Call:
     category: str | None = None
     #: ok, failed, rejected, interrupted; "no result" when a reply came first; None while pending.
     result: str | None = None
+    #: The key a tracker gave an issue this call created (``ENT-110``, ``#123``), read from its result.
+    issue: str | None = None
 
 
 @dataclass
@@ -156,6 +158,8 @@ class _Reader:
         self.pending_command: Ask | None = None
         self.seen: dict[str, Ask] = {}
         self.failing: dict[str, str] = {}
+        #: The last file a write tool wrote whole, with its first heading: what an offer with no object is about.
+        self.last_written: str | None = None
 
     @property
     def turn(self) -> _Turn:
@@ -262,6 +266,9 @@ class _Reader:
         state.result = "failed" if failed else "ok"
         if todo_list(state.call.name, state.call.args) is None:
             self.turn.last = "result"
+        found = _ISSUE_KEY.search(message.content[:2000])
+        if found is not None:
+            state.issue = found.group(1) or f"#{found.group(2)}"
         if state.call.name in marks.QUESTION_TOOLS and not failed:
             for _question, answer in marks.ANSWERS.findall(message.content):
                 self.ask(marks.ask_text(answer), message, position, "answer")
@@ -289,6 +296,11 @@ class _Reader:
         if state.call.name in marks.TASK_TOOLS and isinstance(description, str) and description:
             if clip(description, 60) not in turn.tasks:
                 turn.tasks.append(clip(description, 60))
+        content = state.call.args.get("content")
+        if state.call.name in WRITE_TOOLS and isinstance(content, str) and path_arg(state.call.args):
+            heading = next((line.lstrip("# ").strip() for line in content.splitlines() if line.startswith("#")), None)
+            name = str(path_arg(state.call.args)).rsplit("/", 1)[-1]
+            self.last_written = f"{name}: {clip(heading, 100)}" if heading else name
         for path, action in _written(state):
             path = path.rstrip("/") or path
             turn.changed[path] = action if turn.changed.get(path) != "created" or action == "deleted" else "created"
@@ -491,6 +503,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"waiting on {marks.describe_call(waiting[-1].call)} (started, no result)")
     for command, error in reader.failing.items():
         found.append(f"`{clip(command, 80)}` still failing: {error}")
+    found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
     for text, done in reader.todos:
         if not done and not _done_later(text, after, reader) and not _current(text, ending, reader):
@@ -506,8 +519,34 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     if turn.replies:
         question = reply_text.closing_question(turn.replies[-1].content)
         if question and reply_text.is_offer(question):
-            found.append(f"offered, no answer yet: {clip(reply_text.offered_work(question), 140)}")
+            offer = reply_text.offered_work(question)
+            if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
+                offer += f" ({reader.last_written})"
+            found.append(f"offered, no answer yet: {clip(offer, 200)}")
     return list(dict.fromkeys(found))
+
+
+#: An issue's key in a tracker's answer: Linear's or Jira's ``identifier`` / ``key``, a GitHub issue URL.
+_ISSUE_KEY = re.compile(r'"(?:identifier|key)"\s*:\s*"([A-Z][A-Z0-9]+-\d+)"|/issues/(\d+)\b')
+_CREATES_ISSUE = re.compile(r"(?:^|_)create_(?:issue|task|ticket|story|card)s?$", re.IGNORECASE)
+
+
+def _issues_created(reader: _Reader) -> list[str]:
+    """Titles of the issues a session opened in a tracker (an MCP ``create_issue``, ``gh issue create``): later work."""
+    titles: list[str] = []
+    for state in reader.order:
+        if state.result != "ok":
+            continue
+        name = state.call.name.rsplit("__", 1)[-1]
+        title = state.call.args.get("title")
+        if _CREATES_ISSUE.search(name) and isinstance(title, str) and title.strip():
+            key = state.issue
+            titles.append(clip(f"{key}: {title}" if key else title, 120))
+        elif state.command and re.search(r"\bgh issue create\b", state.command):
+            found = re.search(r"--title[= ](?:\"([^\"]+)\"|'([^']+)')", state.command)
+            if found is not None:
+                titles.append(clip(found.group(1) or found.group(2), 120))
+    return list(dict.fromkeys(titles))
 
 
 _TEST_WORDS = re.compile(r"\b(?:tests?|verify|verification|lint|build|check|run|type[- ]?check|suite)\b", re.I)

@@ -254,3 +254,20 @@ def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no
     assert reading.ending is not None and reading.ending.kind == "completed"
     assert reading.ending.conclusion == "`auth/jwt.py` now compares aware datetimes."  # "Done." says nothing
     assert reading.open_items == ["patch the 0007 migration and rerun the tests."]
+
+
+def test_an_offer_without_an_object_names_what_was_just_written_and_new_issues_stay_open(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "kkkk-offer")
+    s.command("workflows:plan", "plan PostHog telemetry for the cobra commands")
+    plan = "# Plan: PostHog telemetry - Phase 1 (MVP)\n\n## Overview\nTrack command runs."
+    s.tool("Write", {"file_path": f"{CWD}/plans/telemetry.md", "content": plan}, "File created successfully")
+    s.tool(
+        "mcp__linear-server__create_issue",
+        {"title": "Add the telemetry client", "team": "Entire", "parentId": "ENT-53"},
+        '{"id": "9b2f0c1e", "identifier": "ENT-110", "title": "Add the telemetry client"}',
+    )
+    s.say("The plan is in `plans/telemetry.md` and ENT-110 tracks the client.\n\nReady to implement?")
+    assert read(s).open_items == [
+        "tracked as a new issue: ENT-110: Add the telemetry client",
+        "offered, no answer yet: Ready to implement? (telemetry.md: Plan: PostHog telemetry - Phase 1 (MVP))",
+    ]
