@@ -71,10 +71,10 @@ READ_ONLY = re.compile(
     r"git (status|log|diff|show|branch|remote|rev-parse|ls-files|ls-tree|blame|describe|reflog|tag --list)|"
     r"gh (pr|issue|run|repo) (view|list|diff|checks|status)|gh api)\b"
 )
-#: Flags that make a listing command write: ``git branch -m``, ``git tag -d``, ``sed -i``.
+#: What makes a listing command write: ``git branch -m``, ``git tag -d``, ``sed -i``, output sent to a file.
 WRITES = re.compile(
     r"^(git (branch|tag)\b.*\s--?(m|M|d|D|c|C|move|delete|copy)\b|"
-    r"git remote (add|remove|rm|rename|set-url)\b|sed\b.*\s-i\b)"
+    r"git remote (add|remove|rm|rename|set-url)\b|sed\b.*\s-i\b|.*[^>&\d]>>?\s*(?!/dev/null)[\w~./\"'$])"
 )
 #: What leads a memory line before its content: bullets, numbering, labels such as ``Ran:``.
 LEAD = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*(?:\*\*)?(?:[A-Za-z ]{0,24}:\s*)?(?:\*\*)?\s*")

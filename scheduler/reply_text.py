@@ -91,6 +91,19 @@ _USER_ACTION = re.compile(
     r"(?:by hand|manually)\b)",
     re.IGNORECASE,
 )
+#: A closing question that only checks in with the user.
+_COURTESY = re.compile(
+    r"\b(?:anything else|any(?: other| more)? questions|"
+    r"(?:does|did) (?:that|this) (?:help|make sense|work for you|answer)|make sense\?|"
+    r"sound good|is there anything|what else|help with anything|clear\?|happy with)\b",
+    re.IGNORECASE,
+)
+#: Work a reply says it left for later ("Deferred", "out of scope for this PR", "not addressed yet").
+_DEFERRED = re.compile(
+    r"\b(?:deferred|postponed|out of scope|left for (?:later|a follow[- ]up)|skipped for now|not (?:yet )?addressed|"
+    r"(?:in|for) a (?:later|future|follow[- ]up|separate) (?:pr|change|session|commit)|left as is for now)\b",
+    re.IGNORECASE,
+)
 #: The line an agent signs a commit or PR text with ("🤖 Generated with [Claude Code](...)").
 _SIGNATURE = re.compile(r"Generated with (?:\[|Claude Code|Codex|Gemini)|^Co-Authored-By:", re.IGNORECASE)
 _OPTION = re.compile(
@@ -148,6 +161,9 @@ def units(text: str) -> list[Unit]:
             body = lines[index + 1 : closing]
             if fence.group(2).lower() in _PROSE_FENCES and _prose_fence(body):
                 found.extend(units("\n".join(body)))
+            else:
+                filled = [line.strip() for line in body if line.strip()]
+                found.append(Unit("code", filled[0] if len(filled) == 1 else ""))
             index = closing + 1
             continue
         stripped = raw.strip()
@@ -240,6 +256,8 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
     blocks = [unit for unit in units(text) if unit.kind != "table"]
     under = False
     for position, unit in enumerate(blocks):
+        if unit.kind == "code":
+            continue
         if unit.kind == "heading":
             under = _NEXT_LABEL.search(unit.text) is not None
             continue
@@ -259,6 +277,18 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
                 yield sentence, "sentence"
             elif number == len(said) - 1 and following is not None and following.kind == "bullet" and not under:
                 yield sentence, "intro"
+            elif number == len(said) - 1 and following is not None and following.kind == "code" and following.text:
+                yield f"{sentence} `{clip_code(following.text)}`", "sentence"
+
+
+#: Longest one-line code block quoted after the sentence that introduces it.
+CODE_CHARS = 120
+
+
+def clip_code(line: str) -> str:
+    """A one-line code block as an inline span: no backticks of its own, at most `CODE_CHARS`."""
+    flat = line.replace("`", "'")
+    return flat if len(flat) <= CODE_CHARS else flat[: CODE_CHARS - 1].rstrip() + "…"
 
 
 def conclusion(text: str, limit: int, *, cut_first: bool = True) -> str:
@@ -317,6 +347,15 @@ def is_offer(question: str) -> bool:
     return _OFFER.search(question) is not None
 
 
+def is_open_question(question: str) -> bool:
+    """Whether a closing question waits on the user's answer (a choice, a fact only they know), not a courtesy.
+
+    "Which approach?" and "Should the cache be per user?" leave the work waiting;
+    "Anything else?" and "Does that make sense?" do not.
+    """
+    return _COURTESY.search(question) is None and len(question.split()) >= 2
+
+
 def offered_work(question: str) -> str:
     """What an offer proposes, as a step: "Want me to commit these changes?" → "commit these changes"."""
     match = _OFFER.search(question)
@@ -353,11 +392,18 @@ def next_steps(text: str) -> list[str]:
         if unit.kind == "heading":
             under = _NEXT_LABEL.search(unit.text) is not None
             continue
+        if unit.kind == "code":
+            continue
         if unit.kind == "table":
+            cells = [plain(cell).strip() for cell in unit.text.strip("|").split("|")]
+            if len(cells) > 1 and cells[0] and any(_DEFERRED.search(cell) for cell in cells[1:]):
+                steps.append(f"deferred: {cells[0]}")
             continue
         if unit.kind == "bullet":
             if unit.box == " " or (under and unit.box is None):
                 steps.append(unit.text)
+            elif _DEFERRED.search(unit.text):
+                steps.append(f"deferred: {unit.text}")
             continue
         said = sentences(unit.text)
         if said and said[-1].endswith(":"):

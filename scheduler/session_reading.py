@@ -124,6 +124,16 @@ class _Call:
     issue: str | None = None
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """A command whose last run failed: its error, its kind, the checks it runs, and how many calls came before it."""
+
+    error: str
+    category: str
+    kinds: frozenset[str]
+    at: int
+
+
 @dataclass
 class SessionReading:
     """A session read as a conversation (see the module docstring)."""
@@ -157,7 +167,7 @@ class _Reader:
         self.last_reply: Message | None = None
         self.pending_command: Ask | None = None
         self.seen: dict[str, Ask] = {}
-        self.failing: dict[str, str] = {}
+        self.failing: dict[str, _Failure] = {}
         #: The last file a write tool wrote whole, with its first heading: what an offer with no object is about.
         self.last_written: str | None = None
 
@@ -275,21 +285,22 @@ class _Reader:
             return
         if state.command is not None and state.category in ("check", "state", "other"):
             shown = shell_commands.shown(state.command)
-            family = shell_commands.family(state.command) if state.category == "check" else shown
+            kinds = shell_commands.families(state.command) if state.category == "check" else frozenset({shown})
             if state.category == "check":
-                for known in [cmd for cmd in turn.checks if shell_commands.family(cmd) == family]:
+                for known in [cmd for cmd in turn.checks if shell_commands.families(cmd) & kinds]:
                     del turn.checks[known]
                 turn.checks[shown] = "failed" if failed else "passed"
             arguments = shown.split()[1:]
             for known in [
                 cmd
-                for cmd in self.failing
-                if cmd == shown or shell_commands.family(cmd) == family or (arguments and cmd.split()[1:] == arguments)
+                for cmd, failure in self.failing.items()
+                if cmd == shown or failure.kinds & kinds or (arguments and cmd.split()[1:] == arguments)
             ]:
                 if not failed:
                     del self.failing[known]
             if failed:
-                self.failing[shown] = first_error_line(body)
+                at = self.order.index(state)
+                self.failing[shown] = _Failure(first_error_line(body), state.category, kinds, at)
         if failed:
             return
         description = state.call.args.get("description")
@@ -492,7 +503,11 @@ def _join(state: str, said: str) -> str:
 
 
 def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
-    """What is still open at the end: the unfinished ask, unfixed failures, todos, next steps, offers."""
+    """What is still open at the end: the unfinished ask, unfixed failures, todos, next steps, offers, questions.
+
+    Failures of checks stay until a pass; other failed commands only when nothing worked
+    after them. A last request that reported an error and got words alone is not known fixed.
+    """
     found: list[str] = []
     asks = reader.reading.asks
     final = next((ask for ask in asks if ask.turn is turn), None)
@@ -501,8 +516,9 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     waiting = [state for state in reader.order if state.result is None and reader.turns[state.turn] is turn]
     if ending.kind == "stopped_mid_work" and waiting:
         found.append(f"waiting on {marks.describe_call(waiting[-1].call)} (started, no result)")
-    for command, error in reader.failing.items():
-        found.append(f"`{clip(command, 80)}` still failing: {error}")
+    for command, failure in reader.failing.items():
+        if failure.category == "check" or not _moved_on(reader, failure):
+            found.append(f"`{clip(command, 80)}` still failing: {failure.error}")
     found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
     for text, done in reader.todos:
@@ -523,6 +539,15 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
                 offer += f" ({reader.last_written})"
             found.append(f"offered, no answer yet: {clip(offer, 200)}")
+        elif question and reply_text.is_open_question(question):
+            choices = reply_text.options(turn.replies[-1].content)
+            listed = "; ".join(
+                f"{number}: {clip(re.split(r' [-—:] ', text, maxsplit=1)[0], 60)}"
+                for number, text in sorted(choices.items())[:4]
+            )
+            found.append(f"asked the user, no answer yet: {clip(question, 160)}" + (f" ({listed})" if listed else ""))
+    if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
+        found.append(f"not confirmed fixed: {final.text}")
     return list(dict.fromkeys(found))
 
 
@@ -561,6 +586,23 @@ def _done_later(text: str, after: list[_Call], reader: _Reader) -> bool:
         if re.search(rf"\b{word}", text, re.I) and any(needle in (state.command or "") for state in ok):
             return True
     return False
+
+
+#: A request that quotes an error the user hit: answered with words alone, it is not known to be fixed.
+_REPORTED_ERROR = re.compile(r"(?:^|\s)(?:error|fatal|traceback|panic|exception|failed)\b\s*[:!(]", re.IGNORECASE)
+
+
+def _moved_on(reader: _Reader, failure: _Failure) -> bool:
+    """Whether work went on after a command that is no check failed: the agent went another way, nothing is left open.
+
+    A build or test still failing is open whatever came after it; a scratch command that
+    failed (a cleanup, a look into the module cache) and was followed by calls that worked
+    is not what the next session has to fix.
+    """
+    return any(
+        state.result == "ok" and todo_list(state.call.name, state.call.args) is None
+        for state in reader.order[failure.at + 1 :]
+    )
 
 
 def _current(text: str, ending: Ending, reader: _Reader) -> bool:

@@ -11,7 +11,8 @@ unwrapped, see `session_facts.shell_command`):
   set variables (``FOO=1 cmd``) and wrappers (``sudo``, ``env``, ``time``, ``nohup``,
   ``command``) are skipped; ``cd DIR`` only moves.
 - **read**: every simple command is one of `READ_PROGRAMS` (or a read-only ``git``/``gh``
-  subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``) and no output
+  subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``, an interpreter's
+  inline code that prints and neither writes nor runs anything: ``python3 -c "...print(...)"``) and no output
   goes to a file (``>``/``>>`` to ``/dev/null`` or a descriptor does not count).
 - **check**: a simple command builds, tests, lints or runs the project (`CHECKS`:
   ``pytest``, ``go test``, ``mise run lint``, ``npm test``, ``cargo build``, ``make``, ...).
@@ -224,11 +225,32 @@ def _category(words: list[str]) -> Category:
         return _category(inner) if inner else "read"
     if program == "sort" and any(word.startswith("-o") for word in rest):
         return "state"
-    if program in READ_PROGRAMS:
+    if program in READ_PROGRAMS or _inline_read(program, rest):
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
     return "other"
+
+
+#: Interpreters given code inline (``python3 -c CODE``, ``node -e CODE``), with that flag.
+_INLINE_CODE = {"python": "-c", "python3": "-c", "node": ("-e", "-p"), "ruby": "-e", "perl": "-e"}
+#: What inline code that writes, deletes or runs something else says.
+_INLINE_WRITES = re.compile(
+    r"""open\([^)]*['"][wax+]|\.write|unlink|remove|rmtree|rename|replace\(|mkdir|makedirs|subprocess|os\.system|"""
+    r"""writeFile|appendFile|rmSync|execSync|spawn|File\.write|chmod|shutil|requests\.(?:post|put|delete)|\.save\("""
+)
+
+
+def _inline_read(program: str, rest: list[str]) -> bool:
+    """Whether an interpreter runs inline code that only prints what it read (``python3 -c "import json; print(...)"``).
+
+    Agents look into JSON and logs this way; code that prints nothing is run for its effect.
+    """
+    flags = _INLINE_CODE.get(re.sub(r"[\d.]+$", "", program) if program.startswith("python") else program)
+    if flags is None or len(rest) < 2 or rest[0] not in (flags if isinstance(flags, tuple) else (flags,)):
+        return False
+    code = rest[1]
+    return re.search(r"\bprint\b|console\.log|\bputs\b|\bp\(", code) is not None and _INLINE_WRITES.search(code) is None
 
 
 def _git_category(rest: list[str]) -> Category:
@@ -412,6 +434,16 @@ def family(command: str) -> str:
                 break
             words.append(word)
     return " ".join(words[:3])
+
+
+def families(command: str) -> frozenset[str]:
+    """The family of each check a command line runs (``mise run fmt && mise run lint``: both).
+
+    A compound check that failed is fixed by a later pass of any of its checks: the lint
+    that failed in ``fmt && lint`` passes on its own afterwards.
+    """
+    found = {family(" ".join(words)) for words in parse(command).commands if _category(words) == "check"}
+    return frozenset(found - {""}) or frozenset({family(command)})
 
 
 _HEREDOC_BODY = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)

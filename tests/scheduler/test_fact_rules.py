@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from palimpsest.scheduler.facts import extract_from_text
-from palimpsest.scheduler.shell_commands import category, effects, family
+from palimpsest.scheduler.shell_commands import category, effects, families, family
 from palimpsest.scheduler.structural_facts import StructuralFact, structural_facts
 from tests.support.session_shapes import CWD, Claude, messages_of
 
@@ -40,6 +40,13 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("git branch -m old new", "state"),
         ("sed -i 's/a/b/' config.toml", "state"),
         ("python scripts/migrate.py", "other"),
+        (
+            'head -5 s.jsonl | jq -c keys || head -1 s.jsonl | python3 -c "import json,sys; print(sys.stdin.read())"',
+            "read",
+        ),
+        ("python3 -c \"import json; json.dump({}, open('out.json', 'w')); print('ok')\"", "other"),
+        ('python -c "import app; app.reset_db()"', "other"),
+        ("node -e \"console.log(require('./package.json').version)\"", "read"),
     ],
 )
 def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
@@ -57,6 +64,8 @@ def test_state_changes_are_named_by_what_they_did() -> None:
     assert effects("git status && ls") == []
     assert family("go test -v -run TestX ./pkg/") == family("go test ./...") == "go test"
     assert family("mise run lint") != family("mise run test")
+    assert families("mise run fmt && mise run lint") == {"mise run fmt", "mise run lint"}
+    assert families("cd cli && go test ./... 2>&1 | tail -5") == {"go test"}
 
 
 def test_no_fact_of_a_read_only_command_and_a_state_change_by_its_effect(tmp_path: Path) -> None:

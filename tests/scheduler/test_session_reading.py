@@ -271,3 +271,69 @@ def test_an_offer_without_an_object_names_what_was_just_written_and_new_issues_s
         "tracked as a new issue: ENT-110: Add the telemetry client",
         "offered, no answer yet: Ready to implement? (telemetry.md: Plan: PostHog telemetry - Phase 1 (MVP))",
     ]
+
+
+def test_a_scratch_command_that_failed_before_work_went_on_is_not_open_but_a_failing_check_is(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "llll-scratch")
+    s.ask("Cap how long the telemetry client blocks at exit")
+    s.bash(
+        "POSTHOG=$(go env GOMODCACHE)/github.com/posthog/posthog-go@* && grep -A 30 'type Config' $POSTHOG/config.go",
+        "(eval):1: parse error near `('",
+        error=True,
+    )
+    s.bash("rm -f /tmp/hook-from-settings*.txt && ls /tmp", "(eval):1: no matches found", error=True)
+    s.tool("Edit", {"file_path": f"{CWD}/telemetry.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("mise run fmt && mise run lint", "telemetry_test.go:82:2: require-error (testifylint)", error=True)
+    s.bash("go test ./telemetry/...", "--- FAIL: TestShutdown (0.10s)", error=True)
+    s.tool("Edit", {"file_path": f"{CWD}/telemetry_test.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("mise run lint", "0 issues.")
+    s.say("`ShutdownTimeout` is now 100ms, so `Close()` no longer blocks the CLI for 800ms.")
+    reading = read(s)
+    # The lint of `fmt && lint` passed on its own later; the scratch commands were left behind.
+    assert reading.open_items == ["`go test ./telemetry/...` still failing: --- FAIL: TestShutdown (0.10s)"]
+    assert reading.ending is not None and reading.ending.kind == "failed"
+    assert "`go test ./telemetry/...` still failing" in reading.ending.conclusion
+
+
+def test_a_question_waiting_on_the_user_and_work_deferred_in_the_last_reply_stay_open(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "mmmm-question")
+    s.ask("Review the worktree status change and act on what matters")
+    s.tool("Edit", {"file_path": f"{CWD}/CLAUDE.md", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("mise run test:ci", "ok  \tgithub.com/entireio/cli/cmd/entire/cli\t6.382s")
+    s.say(
+        "All green.\n\n| Finding | Severity | Action |\n|---|---|---|\n"
+        "| CLAUDE.md should document the `Status()` bug | Important | **Fixed** |\n"
+        "| Accept a `context.Context` parameter | Suggestion | Deferred — no caller has one |\n\n"
+        "**1. Subagent-Driven (this session)** - I dispatch a subagent per task\n\n"
+        "**2. Parallel Session (separate)** - Open a new session\n\nWhich approach?"
+    )
+    assert read(s).open_items == [
+        "deferred: Accept a `context.Context` parameter",
+        "asked the user, no answer yet: Which approach? "
+        "(1: Subagent-Driven (this session); 2: Parallel Session (separate))",
+    ]
+    s.ask("Explain the deferred one")
+    s.say("It would thread cancellation through. Does that make sense?")
+    assert read(s).open_items == []  # a courtesy question waits on nothing
+
+
+def test_an_error_the_user_reported_and_that_was_only_answered_is_not_known_fixed(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "nnnn-reported")
+    s.ask("how can I install the cask goreleaser generated so I can test it")
+    s.say("Run `goreleaser release --snapshot --clean`, then install from `dist/homebrew/Casks/`.")
+    s.ask("brew tap local/test ~/homebrew-tap-test\nError: Tap local/test remote mismatch.")
+    s.say(
+        "The simpler approach is to install directly from the file path:\n\n```bash\n"
+        "brew install --cask ./dist/homebrew/Casks/entire.rb\n```\n\nOr create the tap by hand:\n\n"
+        '```bash\nbrew untap local/test\nmkdir -p "$(brew --repository)/Library/Taps/local"\n```'
+    )
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "answered"
+    # A colon's sentence keeps the one-line command it introduces; a longer block is left out.
+    assert reading.ending.conclusion == (
+        "The simpler approach is to install directly from the file path: "
+        "`brew install --cask ./dist/homebrew/Casks/entire.rb`"
+    )
+    assert reading.open_items == [
+        "not confirmed fixed: brew tap local/test ~/homebrew-tap-test Error: Tap local/test remote mismatch."
+    ]
