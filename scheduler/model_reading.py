@@ -62,6 +62,8 @@ QUIET_SECONDS = 600
 #: Sessions read at most per maintenance tick, and the newest threads looked at to find them.
 READS_PER_TICK = 8
 THREADS_LOOKED_AT = 200
+#: Room kept for the line that says which messages a long transcript leaves out.
+_MARKER_ROOM = 64
 
 
 def _one_line(limit: int, *, empty: bool = False) -> AfterValidator:
@@ -120,7 +122,7 @@ class FileChange(_Strict):
     @model_validator(mode="after")
     def _named(self, info: ValidationInfo) -> FileChange:
         text = (info.context or {}).get("transcript")
-        if text is not None and self.path not in text:
+        if text is not None and self.path not in text and json.dumps(self.path)[1:-1] not in text:
             raise ValueError(f"{self.path} is not named in the transcript")
         return self
 
@@ -138,9 +140,6 @@ class ModelReading(_Strict):
     open_items: Lines
     next_steps: Lines
 
-
-#: The JSON keys, in the order the prompt names them.
-SECTIONS = tuple(ModelReading.model_fields)
 
 _SYSTEM = (
     "You read a coding agent's session so that the next session can pick up where it ended.\n"
@@ -193,7 +192,7 @@ def transcript(messages: Sequence[Message], limit: int = TRANSCRIPT_CHARS) -> tu
             head.append(item)
             room -= len(item[1]) + 1
         tail: list[tuple[int, str, bool]] = []
-        room += limit - int(limit * HEAD_SHARE)
+        room += limit - int(limit * HEAD_SHARE) - _MARKER_ROOM
         for item in reversed(lines[len(head) :]):
             if len(item[1]) + 1 > room:
                 break
