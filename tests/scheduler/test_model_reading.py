@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from palimpsest.graph_schema.models import NewMessage, Role, SessionReadingRecord, utcnow
+from palimpsest.graph_schema.sqlite.store import SqliteStore
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.config import LlmSettings, MaintenanceSettings
 from palimpsest.scheduler.extractive import ExtractiveSummarizer
@@ -210,3 +211,10 @@ def test_a_long_transcript_keeps_its_head_and_tail() -> None:
     assert json.loads(lines[0])["content"] == "Start with the parser." and json.loads(lines[-1])["seq"] == 199
     (marker,) = [line for line in lines if line.startswith("[... messages seq ")]
     assert marker.endswith(" left out ...]") and 0 in user_seqs and 198 in user_seqs
+
+
+def test_the_readings_step_runs_only_with_a_model() -> None:
+    store = SqliteStore(":memory:")
+    assert "readings" not in [step.name for step in evolution_steps(store, None, llm=LlmSettings())]
+    named = [step.name for step in evolution_steps(store, None, llm=settings("http://127.0.0.1:9/v1"))]
+    assert named[named.index("search_text") + 1] == "readings"
