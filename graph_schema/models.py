@@ -505,3 +505,26 @@ class ReadPosition(_Model):
     fingerprint: str = Field(
         "", description="What the file looked like when read (the hook's own format); empty when unknown."
     )
+
+
+# -- session readings: a model's reading of a session, kept for the start-of-session memory
+
+
+class SessionReadingRecord(_Model):
+    """What a model made of one session, as of its message ``last_seq``: derived, kept apart from the messages.
+
+    Written by maintenance (`scheduler/model_reading.py`), read when a session starts
+    (`server/retrieval/standing.py`). The store keeps the sections as the JSON text the
+    scheduler validated, so this layer needs no knowledge of them; a reading whose
+    answer was unusable is kept too (``sections`` None, ``note`` saying why), so the
+    same messages are not sent to the model again. Derived from the messages, so never
+    exported: another store makes its own.
+    """
+
+    partition: Name
+    thread_id: Name
+    last_seq: int = Field(ge=0, description="The seq of the thread's last message when it was read.")
+    reader: Name = Field(description="Who read it: ``llm:MODEL``.")
+    sections: str | None = Field(None, description="The validated reading as JSON; None when the answer was unusable.")
+    note: str = Field("", max_length=500, description="Why the answer was unusable; empty when it was used.")
+    read_at: UtcDatetime

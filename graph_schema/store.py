@@ -37,6 +37,7 @@ from palimpsest.graph_schema.models import (
     ReadPosition,
     SearchHit,
     SearchKind,
+    SessionReadingRecord,
     StoredVector,
     StoreStats,
     Summary,
@@ -729,5 +730,18 @@ class MemoryStore(Protocol):
         """Record where reading each file stopped, replacing that file's earlier position.
 
         The thread need not exist yet (a transcript may hold no message so far).
+        """
+        ...
+
+    # -- session readings: what a model made of a session ------------------------------
+
+    async def session_reading(self, partition: str, thread_id: str) -> SessionReadingRecord | None:
+        """The thread's latest model reading, None when it has none (or the thread is unknown)."""
+        ...
+
+    async def save_session_reading(self, record: SessionReadingRecord) -> None:
+        """Keep ``record`` as its thread's reading, replacing the one before.
+
+        The thread need not exist (a reading is bookkeeping beside it, as read positions are).
         """
         ...

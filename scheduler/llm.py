@@ -24,6 +24,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from palimpsest.graph_schema.errors import InvalidInput, PalimpsestError
 from palimpsest.graph_schema.models import Message, Summary
@@ -108,7 +109,8 @@ class LlmSummarizer:
         source_tokens = sum(message.tokens for message in messages)
         lines = [
             json.dumps(
-                {"seq": m.seq, "role": m.role.value, **_kind(m), "content": _shorten(m.content)}, ensure_ascii=False
+                {"seq": m.seq, "role": m.role.value, **message_kind(m), "content": shorten(m.content)},
+                ensure_ascii=False,
             )
             for m in messages
         ]
@@ -121,8 +123,8 @@ class LlmSummarizer:
         request = (
             f"Summarize these {len(messages)} messages (seq {first}-{last}, one JSON object a line) "
             f"into one checkpoint of at most {_words(target_tokens(source_tokens, 1))} words.\n"
-            f"<facts>\n{_fence(facts)}\n</facts>\n"
-            f"<transcript>\n{_fence(chr(10).join(lines))}\n</transcript>"
+            f"<facts>\n{fence(facts)}\n</facts>\n"
+            f"<transcript>\n{fence(chr(10).join(lines))}\n</transcript>"
         )
         return SummaryDraft(text=await self._complete(_MESSAGES_SYSTEM, request), summarizer=self.name)
 
@@ -139,65 +141,81 @@ class LlmSummarizer:
         """
         source_tokens = sum(summary.tokens for summary in summaries)
         parts = [
-            f"### Checkpoint {index} (seq {s.first_seq}-{s.last_seq})\n{_shorten(s.text)}"
+            f"### Checkpoint {index} (seq {s.first_seq}-{s.last_seq})\n{shorten(s.text)}"
             for index, s in enumerate(summaries, start=1)
         ]
         request = (
             f"Merge these {len(summaries)} level-{level - 1} checkpoints, oldest first, into one "
             f"level-{level} checkpoint of at most {_words(target_tokens(source_tokens, level))} words.\n"
-            f"<transcript>\n{_fence(chr(10).join(parts))}\n</transcript>"
+            f"<transcript>\n{fence(chr(10).join(parts))}\n</transcript>"
         )
         return SummaryDraft(text=await self._complete(_SUMMARIES_SYSTEM, request), summarizer=self.name)
 
     async def _complete(self, system: str, request: str) -> str:
-        """One chat completion, bounded by the configured timeout per attempt."""
-        import openai  # here, not at the top: a second of a server's start, and only a configured model uses it
-
-        key = self.settings.api_key.get_secret_value() if self.settings.api_key else PLACEHOLDER_API_KEY
-        deadline = self.settings.timeout * (self.max_retries + 1) + 5.0
-        try:
-            async with asyncio.timeout(deadline):
-                async with openai.AsyncOpenAI(
-                    api_key=key,
-                    base_url=self.settings.base_url,
-                    timeout=self.settings.timeout,
-                    max_retries=self.max_retries,
-                ) as client:
-                    completion = await client.chat.completions.create(
-                        model=self.model,
-                        messages=[{"role": "system", "content": system}, {"role": "user", "content": request}],
-                    )
-        except TimeoutError:
-            raise LlmError(f"the model did not answer within {deadline:g} s") from None
-        except openai.APITimeoutError:
-            raise LlmError(f"the model timed out after {self.settings.timeout:g} s") from None
-        except openai.APIStatusError as exc:
-            raise LlmError(f"the model answered HTTP {exc.status_code}: {_brief(exc.message)}") from exc
-        except openai.OpenAIError as exc:
-            raise LlmError(f"the model call failed: {_brief(str(exc))}") from exc
-        if not completion.choices or not completion.choices[0].message.content:
-            raise LlmError("the model returned an empty answer")
-        text = _THINK_RE.sub("", completion.choices[0].message.content).strip()
-        if not text:
-            raise LlmError("the model returned an empty answer")
-        return text
+        return await chat(self.settings, system, request, max_retries=self.max_retries)
 
 
-def _shorten(text: str) -> str:
+async def chat(
+    settings: LlmSettings, system: str, request: str, *, max_retries: int = 1, json_output: bool = False
+) -> str:
+    """One chat completion of ``settings.model``, bounded by the configured timeout per attempt.
+
+    Shared by the summarizer and the session reader (`scheduler/model_reading.py`);
+    ``json_output`` asks for a JSON object (``response_format``), which OpenAI, Ollama,
+    vLLM and llama.cpp's server all honour.
+
+    Raises:
+        InvalidInput: If no model is configured.
+        LlmError: If the endpoint fails, times out or answers nothing.
+    """
+    import openai  # here, not at the top: a second of a server's start, and only a configured model uses it
+
+    if settings.model is None:
+        raise InvalidInput("the LLM needs a model (PALIMPSEST_SUMMARY_MODEL)")
+    key = settings.api_key.get_secret_value() if settings.api_key else PLACEHOLDER_API_KEY
+    deadline = settings.timeout * (max_retries + 1) + 5.0
+    extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_output else {}
+    try:
+        async with asyncio.timeout(deadline):
+            async with openai.AsyncOpenAI(
+                api_key=key, base_url=settings.base_url, timeout=settings.timeout, max_retries=max_retries
+            ) as client:
+                completion = await client.chat.completions.create(
+                    model=settings.model,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": request}],
+                    **extra,
+                )
+    except TimeoutError:
+        raise LlmError(f"the model did not answer within {deadline:g} s") from None
+    except openai.APITimeoutError:
+        raise LlmError(f"the model timed out after {settings.timeout:g} s") from None
+    except openai.APIStatusError as exc:
+        raise LlmError(f"the model answered HTTP {exc.status_code}: {_brief(exc.message)}") from exc
+    except openai.OpenAIError as exc:
+        raise LlmError(f"the model call failed: {_brief(str(exc))}") from exc
+    if not completion.choices or not completion.choices[0].message.content:
+        raise LlmError("the model returned an empty answer")
+    text = _THINK_RE.sub("", completion.choices[0].message.content).strip()
+    if not text:
+        raise LlmError("the model returned an empty answer")
+    return text
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """Content as sent to the model: a huge tool result keeps its head and tail only."""
-    if len(text) <= MAX_MESSAGE_CHARS:
+    if len(text) <= limit:
         return text
-    head = MAX_MESSAGE_CHARS - _TAIL_CHARS
-    return f"{text[:head]}\n[... {len(text) - MAX_MESSAGE_CHARS} characters left out ...]\n{text[-_TAIL_CHARS:]}"
+    tail = min(_TAIL_CHARS, limit // 4)
+    return f"{text[: limit - tail]}\n[... {len(text) - limit} characters left out ...]\n{text[-tail:]}"
 
 
-def _kind(message: Message) -> dict[str, str]:
+def message_kind(message: Message) -> dict[str, str]:
     """What a message is, beyond its role (a tool call, a result, thinking), when its metadata says."""
     kind = message.metadata.get("kind")
     return {"kind": kind} if isinstance(kind, str) and kind != "text" else {}
 
 
-def _fence(text: str) -> str:
+def fence(text: str) -> str:
     """Keep the input from closing its own fence and passing as instructions."""
     return _FENCE_CLOSE.sub(lambda match: f"< /{match.group(1)}>", text)
 

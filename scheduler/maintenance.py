@@ -46,11 +46,12 @@ from palimpsest.graph_schema.errors import PalimpsestError
 from palimpsest.graph_schema.models import MaintenanceCycle, Summary, utcnow
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.compaction import Pause, compact_thread
-from palimpsest.scheduler.config import CompactionSettings, MaintenanceSettings, StoreBudget
+from palimpsest.scheduler.config import CompactionSettings, LlmSettings, MaintenanceSettings, StoreBudget
 from palimpsest.scheduler.embedders import Embedder
 from palimpsest.scheduler.embedding import backfill_embeddings
 from palimpsest.scheduler.facts import evolve_facts
 from palimpsest.scheduler.foreground import ForegroundGate
+from palimpsest.scheduler.model_reading import ModelReader, read_quiet_sessions
 from palimpsest.scheduler.portability.archive import archive_to_budget
 from palimpsest.scheduler.search_text import fill_search_texts
 from palimpsest.scheduler.summarizer import Summarizer
@@ -111,8 +112,10 @@ def evolution_steps(
     *,
     facts: bool = True,
     progress: Progress | None = None,
+    llm: LlmSettings | None = None,
+    clock: Callable[[], datetime] = utcnow,
 ) -> list[EvolutionStep]:
-    """The evolution tick's steps, in the order they run: facts, search text, embeddings, archiving, vector upkeep.
+    """The evolution tick's steps, in the order they run: facts, search text, readings, embeddings, archiving, upkeep.
 
     Why a factory: a step needs the store and embedder of the process that runs it (the
     server's lifespan or ``palimpsest maintain``), and both build their steps here.
@@ -127,10 +130,18 @@ def evolution_steps(
     also hears the embedding backfill, as job ``embeddings``: nodes embedded of those missing.
     Vector upkeep runs last, so the vectors written and the runs archived this tick are
     laid out and reclaimed in it, under the evolution lease rather than inside a search.
+    With a model configured (``llm``), the ``readings`` step has it read the sessions
+    that went quiet since they were last read (`read_quiet_sessions`; ``clock`` says
+    when now is), for the start-of-session memory; without one, it is left out.
     """
     steps = [EvolutionStep("facts", lambda pause: evolve_facts(store, pause=pause), counts_facts=True)] if facts else []
     derived = None if progress is None else partial(progress, "search_text")
     steps.append(EvolutionStep("search_text", lambda pause: fill_search_texts(store, pause=pause, progress=derived)))
+    if llm is not None and llm.configured:
+        reader = ModelReader(llm)
+        steps.append(
+            EvolutionStep("readings", lambda pause: read_quiet_sessions(store, reader, pause=pause, now=clock()))
+        )
     if embedder is not None:
         embedded = None if progress is None else partial(progress, "embeddings")
         steps.append(

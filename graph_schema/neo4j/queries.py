@@ -1181,6 +1181,18 @@ MERGE (p:ReadPosition {partition: $partition, thread_id: $thread_id, path: posit
 SET p.offset = position.offset, p.line = position.line, p.fingerprint = position.fingerprint
 """
 
+# -- session readings: what a model made of a thread, one node a thread ------------------
+
+SESSION_READING: LiteralString = """
+MATCH (r:SessionReading {partition: $partition, thread_id: $thread_id})
+RETURN properties(r) AS props
+"""
+
+SAVE_SESSION_READING: LiteralString = """
+MERGE (r:SessionReading {partition: $props.partition, thread_id: $props.thread_id})
+SET r += $props
+"""
+
 #: Whether a one-time data migration has run on this store.
 MIGRATION_DONE: LiteralString = """
 OPTIONAL MATCH (g:StoreMigration {name: $name})

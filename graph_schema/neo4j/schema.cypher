@@ -68,6 +68,10 @@ CREATE RANGE INDEX archived_message_id IF NOT EXISTS FOR (m:ArchivedMessage) ON 
 CREATE CONSTRAINT read_position_key IF NOT EXISTS FOR (p:ReadPosition) REQUIRE (p.partition, p.thread_id, p.path) IS UNIQUE;
 CREATE CONSTRAINT store_migration_name IF NOT EXISTS FOR (g:StoreMigration) REQUIRE g.name IS UNIQUE;
 
+// Session readings: what a model made of a thread, one node a thread, as of its message
+// last_seq (derived from the messages by maintenance, never exported).
+CREATE CONSTRAINT session_reading_key IF NOT EXISTS FOR (r:SessionReading) REQUIRE (r.partition, r.thread_id) IS UNIQUE;
+
 // The schema's version, one node: initialize() reads it and applies this file only when
 // it differs (a new database, or a Palimpsest with another schema), so an open is one
 // query, not one per statement here.

@@ -5,8 +5,9 @@ Why it looks the way it does:
 - `Neo4jStore` is assembled from one class per feature, each in its own module over
   the shared plumbing of `base`: the summary DAG (`dag`), facts (`facts`), vectors
   (`vectors`), maintenance (`maintenance`), transfer (`transfer`), archiving
-  (`archive`) and hooks' read positions (`positions`). This module adds the
-  lifecycle, threads and messages, text search and stats.
+  (`archive`), hooks' read positions (`positions`) and session readings
+  (`readings`). This module adds the lifecycle, threads and messages, text search
+  and stats.
 - Every query is a module constant with parameters only (the driver types queries as
   ``LiteralString`` to push exactly this), run in managed transactions so the driver
   retries transient failures (deadlocks, leader switches) on its own.
@@ -63,6 +64,7 @@ from palimpsest.graph_schema.neo4j.derived import Neo4jDerived
 from palimpsest.graph_schema.neo4j.facts import Neo4jFacts
 from palimpsest.graph_schema.neo4j.maintenance import Neo4jMaintenance
 from palimpsest.graph_schema.neo4j.positions import Neo4jPositions
+from palimpsest.graph_schema.neo4j.readings import Neo4jReadings
 from palimpsest.graph_schema.neo4j.transfer import Neo4jTransfer
 from palimpsest.graph_schema.neo4j.vectors import Neo4jVectors
 from palimpsest.graph_schema.prepare import check_kinds, check_limit, prepare_append
@@ -110,6 +112,7 @@ class Neo4jStore(
     Neo4jTransfer,
     Neo4jArchive,
     Neo4jPositions,
+    Neo4jReadings,
     Neo4jDerived,
     MemoryStore,
 ):

@@ -667,6 +667,19 @@ ORDER BY partition, thread_id, seq
 """
 SET_MESSAGE_METADATA = "UPDATE messages SET metadata = :metadata WHERE id = :id"
 
+# -- session readings ------------------------------------------------------------------
+
+SESSION_READING = """
+SELECT partition, thread_id, last_seq, reader, sections, note, read_at FROM session_readings
+WHERE partition = :partition AND thread_id = :thread_id
+"""
+SAVE_SESSION_READING = """
+INSERT INTO session_readings (partition, thread_id, last_seq, reader, sections, note, read_at)
+VALUES (:partition, :thread_id, :last_seq, :reader, :sections, :note, :read_at)
+ON CONFLICT (partition, thread_id) DO UPDATE SET last_seq = excluded.last_seq, reader = excluded.reader,
+    sections = excluded.sections, note = excluded.note, read_at = excluded.read_at
+"""
+
 # -- derived search text of tool messages (``derived``) -----------------------------------
 
 #: The tool messages (results, and calls: an assistant message with a tool_call_id) whose

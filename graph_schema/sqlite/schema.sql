@@ -302,3 +302,17 @@ CREATE TABLE IF NOT EXISTS read_positions (
     fingerprint TEXT NOT NULL,
     PRIMARY KEY (partition, thread_id, path)
 ) WITHOUT ROWID;
+
+-- Session readings: what a model made of a thread (its sections as JSON, or why its
+-- answer was unusable), as of the thread's message last_seq, one row a thread. Derived
+-- from the messages by maintenance, never exported. No foreign key, as read_positions.
+CREATE TABLE IF NOT EXISTS session_readings (
+    partition TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    last_seq  INTEGER NOT NULL,
+    reader    TEXT NOT NULL,
+    sections  TEXT,
+    note      TEXT NOT NULL,
+    read_at   TEXT NOT NULL,
+    PRIMARY KEY (partition, thread_id)
+) WITHOUT ROWID;

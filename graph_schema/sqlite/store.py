@@ -12,7 +12,7 @@ connections beside it (``base``), which WAL lets read while the writer writes.
 Validation and derivation come from ``prepare.py``.
 
 The plumbing lives in ``base`` and the verbs of each feature in their own module
-(``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``, ``archive``, ``positions``); this module
+(``dag``, ``facts``, ``vectors``, ``maintenance``, ``transfer``, ``archive``, ``positions``, ``readings``); this module
 assembles them into `SqliteStore` and keeps its lifecycle, threads and messages, text search
 and stats.
 """
@@ -63,6 +63,7 @@ from palimpsest.graph_schema.sqlite.fts import upgrade_indexes
 from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
 from palimpsest.graph_schema.sqlite.migrations import migrate
 from palimpsest.graph_schema.sqlite.positions import SqlitePositions
+from palimpsest.graph_schema.sqlite.readings import SqliteReadings
 from palimpsest.graph_schema.sqlite.snippets import snippets
 from palimpsest.graph_schema.sqlite.transfer import SqliteTransfer
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
@@ -101,6 +102,7 @@ class SqliteStore(
     SqliteTransfer,
     SqliteArchive,
     SqlitePositions,
+    SqliteReadings,
     SqliteDerived,
 ):
     """A `MemoryStore` in one SQLite file (or ``:memory:``), shared safely by several processes."""

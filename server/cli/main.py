@@ -190,7 +190,11 @@ async def _maintain_until_signalled(opened: MemoryStore, settings: Settings) -> 
             steps=[
                 spool_step(opened, settings.store),
                 *evolution_steps(
-                    opened, make_embedder(settings.embedder, settings.llm), settings.store_budget, facts=settings.facts
+                    opened,
+                    make_embedder(settings.embedder, settings.llm),
+                    settings.store_budget,
+                    facts=settings.facts,
+                    llm=settings.llm,
                 ),
             ],
         ).run_until(stop)
@@ -238,6 +242,7 @@ def maintain(
                     settings.store_budget,
                     facts=settings.facts,
                     progress=progress,
+                    llm=settings.llm,
                 ),
             ]
             return Maintenance(opened, settings.maintenance, make_summarizer(settings.llm), steps=steps)

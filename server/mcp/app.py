@@ -196,7 +196,9 @@ class ServerParts:
                 # A detached drainer stores queued hook turns: run here, the payloads' own
                 # environment and working directory would be seen by every other coroutine.
                 spool_step(runtime.store, settings.store, in_process=False),
-                *evolution_steps(runtime.store, self.embedder, settings.store_budget, facts=settings.facts),
+                *evolution_steps(
+                    runtime.store, self.embedder, settings.store_budget, facts=settings.facts, llm=settings.llm
+                ),
             ],
         )
         scheduler = AsyncIOScheduler()

@@ -18,6 +18,9 @@ conclusion, and what is still open. Rules:
   with what followed it; a checkpoint's next steps count only when nothing happened after
   the checkpoint. `close_finished` then drops what a later session of the project finished
   (a todo it marked done, a check it ran to a pass).
+- With a model configured, maintenance may have stored a model's reading of the session
+  (`scheduler/model_reading.py`); when it covers the thread's last message, its sections
+  replace the reader's (`_model_reading`). Nothing here calls a model.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from palimpsest.graph_schema.models import Summary, Thread
+from palimpsest.graph_schema.models import Message, Summary, Thread
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.extractive import parse_checkpoint
+from palimpsest.scheduler.model_reading import stored_reading
 from palimpsest.scheduler.session_facts import clip, is_not_work
-from palimpsest.scheduler.session_reading import Ask, Ending, read_session
+from palimpsest.scheduler.session_reading import BRIEF_CHARS, Ask, Ending, read_session
 
 #: Most messages read from the end of a session (an older todo list is not read; about 0.3 s on SQLite).
 MESSAGES_READ = 2000
@@ -116,6 +120,33 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
     if not todo_kept and tail is not None:  # the summary covers the last message: nothing happened after it
         standing.open_steps += parse_checkpoint(tail.text).sections.get("Next steps", [])
     standing.finished = {_key(item) for item in reading.finished}
+    return await _model_reading(store, partition, standing, messages)
+
+
+async def _model_reading(store: MemoryStore, partition: str, standing: Standing, messages: list[Message]) -> Standing:
+    """The model's reading in place of the deterministic one, when maintenance stored one that covers the last message.
+
+    Its requests, what it did (decisions and failed attempts included), its end state,
+    files and open items and next steps replace the reader's; times, branch, size and
+    the steps it finished stay read from the messages.
+    """
+    thread = standing.thread
+    reading = stored_reading(await store.session_reading(partition, thread.id), thread.message_count - 1)
+    if reading is None:
+        return standing
+    ids = {message.seq: message.id for message in messages}
+    for request in reading.requests:
+        if request.seq not in ids:  # a long session's first request, before the messages read
+            found = await store.get_messages(partition, thread.id, first_seq=request.seq, limit=1)
+            ids.update((message.seq, message.id) for message in found)
+    asks = [Ask(r.text, ids.get(r.seq, ""), r.seq, outcome=r.outcome) for r in reading.requests]
+    standing.asks = asks or [Ask(reading.objective, standing.last_message_id or "", 0)]
+    standing.did = reading.done + [f"decided: {d}" for d in reading.decisions]
+    standing.did += [f"failed attempt: {f}" for f in reading.failed_attempts]
+    standing.modified = [file.path for file in reading.files]
+    end = reading.end_state
+    standing.ending = Ending(end.kind, end.conclusion, standing.last_message_id, clip(end.conclusion, BRIEF_CHARS))
+    standing.open_steps = list(dict.fromkeys(reading.open_items + reading.next_steps))
     return standing
 
 
