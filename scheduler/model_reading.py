@@ -255,10 +255,11 @@ class ModelReader:
         try:
             answer = await chat(self.settings, _SYSTEM, prompt, max_retries=self.max_retries, json_output=True)
         except LlmError as exc:
-            refused = re.search(r"answered HTTP (4\d\d)", str(exc))
+            status = getattr(exc.__cause__, "status_code", None)  # the HTTP answer `chat` raised from, if any
             # An empty answer or a request the server refuses (400: no JSON output, 404: no such
             # model) would fail the same way next tick; a timeout, 408, 429 or a 5xx may not.
-            lasting = "empty answer" in str(exc) or (refused is not None and refused.group(1) not in ("408", "429"))
+            refused = isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
+            lasting = "empty answer" in str(exc) or refused
             raise ModelReadingError(str(exc), transient=not lasting) from exc
         return parse_reading(answer, user_seqs=user_seqs, sent=sent)
 

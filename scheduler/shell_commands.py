@@ -233,7 +233,7 @@ def _category(words: list[str]) -> Category:
 
 
 #: Interpreters given code inline (``python3 -c CODE``, ``node -e CODE``), with that flag.
-_INLINE_CODE = {"python": "-c", "python3": "-c", "node": ("-e", "-p"), "ruby": "-e", "perl": "-e"}
+_INLINE_CODE = {"python": ("-c",), "node": ("-e", "-p"), "ruby": ("-e",), "perl": ("-e",)}
 #: What inline code that writes, deletes or runs something else says.
 _INLINE_WRITES = re.compile(
     r"""open\([^)]*['"][wax+]|\.write|unlink|remove|rmtree|rename|replace\(|mkdir|makedirs|subprocess|os\.system|"""
@@ -246,8 +246,8 @@ def _inline_read(program: str, rest: list[str]) -> bool:
 
     Agents look into JSON and logs this way; code that prints nothing is run for its effect.
     """
-    flags = _INLINE_CODE.get(re.sub(r"[\d.]+$", "", program) if program.startswith("python") else program)
-    if flags is None or len(rest) < 2 or rest[0] not in (flags if isinstance(flags, tuple) else (flags,)):
+    flags = _INLINE_CODE.get(re.sub(r"[\d.]+$", "", program), ())
+    if len(rest) < 2 or rest[0] not in flags:
         return False
     code = rest[1]
     return re.search(r"\bprint\b|console\.log|\bputs\b|\bp\(", code) is not None and _INLINE_WRITES.search(code) is None
