@@ -221,12 +221,12 @@ class SqliteVectors(SqliteBase):
                 )  # fmt: skip
             return hits
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def _best_pieces(self, ranked: list[tuple[int, float]]) -> dict[str, float]:
         """The nodes of ranked pks, best first, each with its best piece's score."""
         pks = json.dumps([pk for pk, _ in ranked])
-        nodes = dict(await self._run(lambda conn: conn.execute(q.EMBEDDING_NODES, {"ids": pks}).fetchall()))
+        nodes = dict(await self._read(lambda conn: conn.execute(q.EMBEDDING_NODES, {"ids": pks}).fetchall()))
         scores: dict[str, float] = {}
         for pk, score in ranked:
             if pk in nodes:
@@ -486,4 +486,4 @@ class SqliteVectors(SqliteBase):
             }  # fmt: skip
             return [found[message_id] for message_id in wanted if message_id in found]
 
-        return await self._run(read)
+        return await self._read(read)
