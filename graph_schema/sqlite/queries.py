@@ -463,18 +463,19 @@ EMBEDDING_UP_TO = "SELECT 1 FROM embeddings WHERE model = :model AND pk <= :pk L
 EMBEDDING_VECTOR = "SELECT vector FROM embeddings WHERE pk = :pk AND model = :model"
 #: The node of each pk the cache ranked first (``:ids`` holds the pks): a node's pieces share it.
 EMBEDDING_NODES = f"SELECT pk, node_id FROM embeddings WHERE pk IN {IN_IDS}"
-# What a semantic hit shows, per kind, for the ids the matrix ranked first.
+# What a semantic hit shows, per kind, for the ids the matrix ranked first; a message's
+# seq and metadata too, so hybrid search's refs of those hits need no second read.
 VECTOR_HITS = {
     "message": f"""
-SELECT id, source_id, thread_id, partition, role, NULL AS level, created_at, substr(content, 1, :chars)
+SELECT id, source_id, thread_id, partition, role, NULL AS level, created_at, substr(content, 1, :chars), seq, metadata
 FROM messages WHERE id IN {IN_IDS}
 """,
     "summary": f"""
-SELECT id, NULL, thread_id, partition, NULL, level, created_at, substr(text, 1, :chars)
+SELECT id, NULL, thread_id, partition, NULL, level, created_at, substr(text, 1, :chars), NULL, NULL
 FROM summaries WHERE id IN {IN_IDS}
 """,
     "fact": f"""
-SELECT id, NULL, thread_id, partition, NULL, NULL, created_at, substr(text, 1, :chars)
+SELECT id, NULL, thread_id, partition, NULL, NULL, created_at, substr(text, 1, :chars), NULL, NULL
 FROM facts WHERE id IN {IN_IDS}
 """,
 }

@@ -174,12 +174,43 @@ class SqliteVectors(SqliteBase):
         query), then four times more until it holds ``limit`` distinct nodes (or had no
         more to give): each node counts once, by its best piece.
         """
+        candidates = await self._nearest(vector, partition, thread_id, kinds, since, until, limit)
+        return candidates.hits
+
+    async def vector_candidates(
+        self,
+        vector: Sequence[float],
+        *,
+        partition: str | None,
+        thread_id: str | None = None,
+        kinds: Sequence[SearchKind] = ("message", "summary"),
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> VectorCandidates:
+        """`vector_search` with the `MessageRef` of its messages, from the same read of their rows.
+
+        Hybrid search asks for some 300 candidates: reading their rows a second time for
+        the refs cost as much as the read of the hits itself.
+        """
+        return await self._nearest(vector, partition, thread_id, kinds, since, until, limit)
+
+    async def _nearest(
+        self,
+        vector: Sequence[float],
+        partition: str | None,
+        thread_id: str | None,
+        kinds: Sequence[SearchKind],
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+    ) -> VectorCandidates:
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         limit = page_limit(limit)
         query = unit_vectors([vector], dimensions)[0]
         if not asked:
-            return []
+            return VectorCandidates([], [])
         view = await self._read(lambda conn: self._search_view(conn, model, dimensions))
         wanted = 2 * limit
         while True:
@@ -194,17 +225,19 @@ class SqliteVectors(SqliteBase):
                 limit=wanted,
             )
             if not ranked:
-                return []
+                return VectorCandidates([], [])
             scores = await self._best_pieces(ranked)
             if len(scores) >= limit or len(ranked) < wanted or wanted >= limit * MAX_EMBED_PIECES:
                 break
             wanted = min(wanted * 4, limit * MAX_EMBED_PIECES)
         scores = dict(list(scores.items())[:limit])
 
-        def read(conn: sqlite3.Connection) -> list[SearchHit]:
-            params = {"ids": ids_json(list(scores)), "chars": SNIPPET_CHARS + 1}
+        def read(conn: sqlite3.Connection) -> VectorCandidates:
+            # Enough of the text for the hit's snippet and for a ref's opening (its first chars).
+            params = {"ids": ids_json(list(scores)), "chars": max(SNIPPET_CHARS + 1, REF_OPENING_CHARS)}
             rows = {row[0]: (kind, row) for kind in asked for row in conn.execute(q.VECTOR_HITS[kind], params)}
             hits: list[SearchHit] = []
+            refs: list[MessageRef] = []
             for node_id, score in scores.items():
                 kind, row = rows.get(node_id, (None, None))
                 # The files filter by hashes of the partition and thread: the table has the last word.
@@ -219,7 +252,14 @@ class SqliteVectors(SqliteBase):
                         snippet=head_snippet(row[7]), score=min(1.0, max(-1.0, score)),
                     )
                 )  # fmt: skip
-            return hits
+                if kind == "message":
+                    refs.append(
+                        MessageRef(
+                            id=row[0], thread_id=row[2], partition=row[3], seq=row[8], role=row[4],
+                            metadata=json.loads(row[9]), opening=row[7][:REF_OPENING_CHARS],
+                        )
+                    )  # fmt: skip
+            return VectorCandidates(hits, refs)
 
         return await self._read(read)
 
@@ -232,23 +272,6 @@ class SqliteVectors(SqliteBase):
             if pk in nodes:
                 scores.setdefault(nodes[pk], score)
         return scores
-
-    async def vector_candidates(
-        self,
-        vector: Sequence[float],
-        *,
-        partition: str | None,
-        thread_id: str | None = None,
-        kinds: Sequence[SearchKind] = ("message", "summary"),
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 20,
-    ) -> VectorCandidates:
-        """`vector_search`, then `message_refs` of its messages: in process, a second read costs no round trip."""
-        hits = await self.vector_search(
-            vector, partition=partition, thread_id=thread_id, kinds=kinds, since=since, until=until, limit=limit
-        )
-        return VectorCandidates(hits, await self._refs(partition, [hit.id for hit in hits if hit.kind == "message"]))
 
     def _search_view(self, conn: sqlite3.Connection, model: str, dimensions: int) -> SearchView:
         """What a search reads at the table's current version; reads only, never writes a file.
