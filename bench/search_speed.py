@@ -438,7 +438,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--neo4j-uri", default=os.environ.get("NEO4J_URI"), help="bolt://HOST:PORT (wiped)")
     parser.add_argument("--modes", default="text,hybrid", help="comma-separated grep_memories modes")
     parser.add_argument("--runs", type=int, default=120, help="timed calls per store, size and mode")
-    parser.add_argument("--embedder", default="sentence-transformers:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
+    parser.add_argument("--embedder", default="builtin:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
     parser.add_argument("--keep", type=Path, default=None, help="keep filled stores here and reuse them")
     parser.add_argument("--probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -319,7 +319,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--stores", default="sqlite,neo4j", help="comma-separated stores for context")
     parser.add_argument("--neo4j-uri", default=os.environ.get("NEO4J_URI"), help="bolt://HOST:PORT (wiped)")
     parser.add_argument("--runs", type=int, default=100, help="timed calls per row")
-    parser.add_argument("--embedder", default="sentence-transformers:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
+    parser.add_argument("--embedder", default="builtin:all-MiniLM-L6-v2", help="PALIMPSEST_EMBEDDER spec")
     parser.add_argument("--ivf-min-rows", type=int, default=None, help="scale the coarse partition down")
     parser.add_argument("--cells", type=int, default=None, help="centroids of the coarse partition")
     parser.add_argument("--tail-rows", type=int, default=None, help="the least unsorted tail re-sorted")
