@@ -17,7 +17,10 @@ Every call is timed from the client; its table shows calls, errors, throughput a
 p50/p95/p99 per tool, and the single client's p50 ("alone") with the ratio of the
 p99 under load to it. The caption adds the CPU each call cost the server process and
 the clients (Linux ``/proc``): on a machine shared with other work latencies swing
-with its load, CPU per call much less, so compare that between runs.
+with its load, CPU per call much less, so compare that between runs. Its baseline is
+measured first in the same run: the smallest FastMCP server (one tool that answers at
+once, the same streamable HTTP) under the same ``--clients`` for ``--framework-seconds``,
+what any tool call costs before Palimpsest does anything.
 
 The clients are real fastmcp clients over streamable HTTP, but cheap ones on purpose:
 the server and the 32 clients share this machine's cores, and each client CPU-second
@@ -78,6 +81,8 @@ from palimpsest.graph_schema.doctor import check_store
 
 PARTITION = "load"
 P99_GOAL_MS = 1000.0
+#: Server CPU a call may cost at most, under 64 clients: under 2x the framework's own.
+CPU_GOAL_MS = 5.0
 THRESHOLD = 12
 KEEP_RECENT = 4
 #: The mix of calls, by weight.
@@ -87,6 +92,23 @@ WORDS = (
     "auth service login redis schema index vector summary frontier lease scheduler budget"
 ).split()
 _NEO4J_WIPE = "MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS"
+#: The framework's own cost, the baseline of server CPU per call: the smallest FastMCP
+#: server over the same streamable HTTP, one tool that answers at once (``sys.argv[1]``: its port).
+MINIMAL_SERVER = """
+import sys
+
+from fastmcp import FastMCP
+
+server = FastMCP("minimal")
+
+
+@server.tool
+def echo(text: str) -> dict[str, object]:
+    return {"text": text, "chars": len(text)}
+
+
+server.run(transport="http", host="127.0.0.1", port=int(sys.argv[1]), show_banner=False)
+"""
 
 
 @dataclass
@@ -330,11 +352,17 @@ def start_server(store_uri: str, port: int, log: Path) -> subprocess.Popen[bytes
     command = [sys.executable, "-c", serve, "serve", "--transport", "http", "--port", str(port)]
     with log.open("wb") as out:
         server = subprocess.Popen(command, env=server_env(store_uri), stdout=out, stderr=subprocess.STDOUT)
+    wait_listening(server, port, log)
+    return server
+
+
+def wait_listening(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    """Return once ``server`` listens on ``port``; exit (killing it) if it dies or takes over 120 s."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return server
+                return
         if server.poll() is not None:
             raise SystemExit(f"the server exited with {server.returncode}; see {log}")
         time.sleep(0.2)
@@ -501,7 +529,65 @@ async def cycles_by_process(store_uri: str) -> dict[str, tuple[int, int, int]]:
     return {pid: (n, t, s) for pid, (n, t, s) in totals.items()}
 
 
-async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console: Console) -> list[Table]:
+@dataclass
+class Framework:
+    """What the minimal FastMCP server cost under the same clients: the baseline of the load tables."""
+
+    calls: int
+    seconds: float
+    server_cpu: float
+    p99_ms: float
+
+    @property
+    def cpu_per_call_ms(self) -> float:
+        return 1000 * self.server_cpu / max(self.calls, 1)
+
+
+async def framework_baseline(args: argparse.Namespace, workdir: Path, console: Console) -> Framework:
+    """``--clients`` clients calling the minimal server's one tool for ``--framework-seconds``."""
+    console.print(f"minimal FastMCP server: {args.clients} clients for {args.framework_seconds:g} s (baseline)...")
+    port = free_port()
+    log = workdir / "minimal.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, "-c", MINIMAL_SERVER, str(port)], stdout=out, stderr=out)
+    try:
+        await asyncio.to_thread(wait_listening, server, port, log)
+        url = f"http://127.0.0.1:{port}/mcp"
+        latencies: list[float] = []
+        text = " ".join(WORDS)
+
+        async def client(go: asyncio.Future[float], ready: asyncio.Queue[None]) -> None:
+            async with Client(url, timeout=60) as session:
+                session.session.validate_tool_result = skip_output_validation  # type: ignore[method-assign]
+                await call(session, "echo", {"text": text})
+                ready.put_nowait(None)
+                deadline = await go
+                while time.monotonic() < deadline:
+                    started = time.perf_counter()
+                    await call(session, "echo", {"text": text})
+                    latencies.append(time.perf_counter() - started)
+
+        ready: asyncio.Queue[None] = asyncio.Queue()
+        go: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        running = asyncio.gather(*(client(go, ready) for _ in range(args.clients)))
+        for _ in range(args.clients):
+            await ready.get()
+        before, started = cpu_seconds(server.pid), time.monotonic()
+        go.set_result(started + args.framework_seconds)
+        await running
+        seconds, spent = time.monotonic() - started, cpu_seconds(server.pid) - before
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return Framework(len(latencies), seconds, spent, percentile([t * 1000 for t in latencies], 0.99))
+
+
+async def run_store(
+    kind: str, args: argparse.Namespace, workdir: Path, console: Console, framework: Framework
+) -> list[Table]:
     if kind == "sqlite":
         store_uri = f"sqlite:///{workdir / 'load.db'}"
     else:
@@ -576,10 +662,13 @@ async def run_store(kind: str, args: argparse.Namespace, workdir: Path, console:
     errors = sum(sum(tally.errors.values()) for tally in phases)
     samples = [sample for tally in phases for sample in tally.error_samples]
     calls = sum(len(times) for times in load.latencies.values())
+    server_ms = 1000 * load.server_cpu / max(calls, 1)
     table.caption = (
         f"acknowledged {total} messages: lost {lost}, duplicated {duplicated}; doctor breaches {breaches}; "
         f"errors {errors}" + (f" (first: {samples[0]})" if errors else "") + "\n"
-        f"CPU per call: server {1000 * load.server_cpu / max(calls, 1):.1f} ms, "
+        f"CPU per call: server {server_ms:.1f} ms ({server_ms / framework.cpu_per_call_ms:.1f}x a minimal "
+        f"FastMCP server's {framework.cpu_per_call_ms:.1f} ms, {framework.calls / framework.seconds:.0f} calls/s "
+        f"and p99 {framework.p99_ms:.0f} ms under the same clients; goal {CPU_GOAL_MS:g} ms), "
         f"clients {1000 * load.client_cpu / max(calls, 1):.1f} ms; load average at the end {os.getloadavg()[0]:.1f}"
     )
     if args.servers == 1 and restart is None:
@@ -642,8 +731,11 @@ def team_table(
 async def main_async(args: argparse.Namespace) -> None:
     console = Console(width=120)
     with tempfile.TemporaryDirectory(prefix="palimpsest-load-") as workdir:
+        framework = await framework_baseline(args, Path(workdir), console)
         tables = [
-            table for kind in args.stores.split(",") for table in await run_store(kind, args, Path(workdir), console)
+            table
+            for kind in args.stores.split(",")
+            for table in await run_store(kind, args, Path(workdir), console, framework)
         ]
     for table in tables:
         console.print(table)
@@ -656,6 +748,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32, choices=range(1, 129), metavar="1..128")
     parser.add_argument("--seconds", type=float, default=60.0, help="load phase length (at most 600)")
     parser.add_argument("--baseline-seconds", type=float, default=10.0, help="single-client phase length")
+    parser.add_argument("--framework-seconds", type=float, default=15.0, help="minimal FastMCP server phase length")
     parser.add_argument("--warmup-seconds", type=float, default=10.0, help="untimed single-client phase first")
     parser.add_argument("--servers", type=int, default=1, choices=range(1, 9), metavar="1..8", help="server processes")
     parser.add_argument("--hook-every", type=float, default=1.0, help="seconds between hook-like ingests (servers > 1)")
