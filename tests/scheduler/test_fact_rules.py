@@ -176,3 +176,17 @@ def test_prose_keeps_lessons_limits_and_named_changes_but_not_vague_ones() -> No
         ("change", "opencode", "Fixed potential nil pointer dereference in the OpenCode stop handler"),
         ("point", "waitgroup", "Race condition: WaitGroup tracks goroutines before they spawn"),
     ]
+
+
+def test_progress_narration_is_no_fact_whatever_its_apostrophe() -> None:
+    # Codex narrates its work between calls, with typographic apostrophes (Codex 0.140 rollouts of
+    # EntityProcess/agentv): "I’m checking ...", "I’ll ..." say what comes, not what is.
+    reply = (
+        "I\u2019m checking current tags and npm dist-tags now because the stale `4.39.0` pointer is suspect.\n\n"
+        "Next I\u2019m pulling the `Publish` run logs via the API.\n\n"
+        "I\u2019ll use the `ce-plan` skill because you asked for a concrete plan.\n\n"
+        "Tags created with `GITHUB_TOKEN` do not trigger the separate `publish.yml` workflow."
+    )
+    assert [fact.text for fact in extract_from_text(reply)] == [
+        "Tags created with `GITHUB_TOKEN` do not trigger the separate `publish.yml` workflow."
+    ]
