@@ -66,6 +66,8 @@ AFFIRMATIVE = re.compile(
 )
 CHOICE = re.compile(r"^\s*(?:option\s*)?(\d{1,2})(?:\s*(?:and|&|,|\+|or)\s*(\d{1,2}))?\s*[.)]?\s*(?:[,:;-]\s*(.*))?$")
 QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input", "ask_user"})
+#: Tools that poll a command still running (Codex's ``write_stdin`` to an exec session, empty input to wait).
+POLL_TOOLS = frozenset({"write_stdin"})
 TASK_TOOLS = frozenset({"Task", "Agent", "spawn_agent", "delegate"})
 _CODEX_REQUEST = re.compile(r"^#+\s*My request for Codex:?\s*", re.MULTILINE | re.IGNORECASE)
 _ERROR_IN_ASK = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[^\n]*|\bTraceback \(most recent call last\)")

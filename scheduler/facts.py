@@ -103,7 +103,7 @@ _CHAT_START = re.compile(
     r"^(?:sure|ok(?:ay)?|certainly|of course|absolutely|great|perfect|awesome|got it|no problem|"
     r"you'?re welcome|thanks|thank you|happy to|glad|sorry|hope|let me|let's|i'll|i will|i can|"
     r"i'm going to|i am going to|here(?:'s| is| are)|feel free|good (?:question|catch|idea|point)|"
-    r"alright|now,? let's|next,? i'll)\b",
+    r"alright|now,? let's|next,? i'll|(?:(?:now|next|then|first|so),? )?i'm (?:now |still |also |just )?[a-z]+ing)\b",
     re.IGNORECASE,
 )
 _CHAT_ANYWHERE = re.compile(
@@ -297,7 +297,11 @@ def subject_of(sentence: str) -> str:
 
 
 def is_chat(sentence: str) -> bool:
-    """Generic conversation (greetings, offers, plans) rather than a statement about the code."""
+    """Generic conversation (greetings, offers, plans) rather than a statement about the code.
+
+    "I’ll check" is read as "I'll check": Codex writes typographic apostrophes.
+    """
+    sentence = sentence.replace("\u2019", "'").replace("\u2018", "'")
     return _CHAT_START.match(sentence) is not None or _CHAT_ANYWHERE.search(sentence) is not None
 
 

@@ -21,9 +21,11 @@ heading or a table. The rules:
 - Numbered options ("1. **Subagent-Driven** - ...", "**Option 2: ...**") are what a bare
   answer such as "1" or "3, but enabled by default" chose.
 - Next steps are the items under a heading or label that names them ("Next steps",
-  "Remaining", "TODO", "Follow-ups"), unchecked checkboxes (``- [ ] Verify ...``), and
+  "Remaining", "TODO", "Follow-ups"), unchecked checkboxes (``- [ ] Verify ...``),
   sentences telling the user what they still have to do ("You'll need to ...", "You may
-  want to delete that one manually", "Before retrying, shut down X").
+  want to delete that one manually", "Before retrying, shut down X"), and sentences saying
+  what is still left ("The branch still needs to be merged", "CI is queued here: URL",
+  "My next pass would be ...": how replies written as prose leave work open).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ _CODE_LINE = re.compile(
 _PREFACE = re.compile(
     r"^(?:(?:now|next|first|then|finally|so|ok(?:ay)?|great|perfect|alright)[,!.]?\s+)*"
     r"(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i should|i'm now|i am now|"
-    r"we'll|we will|we need to|time to|going to|"
+    r"we'll|we will|we need to|time to|going to|i'm (?:now |still |also |just )?[a-z]+ing\b|"
     r"(?:now\s+)?(?:verifying|checking|running|looking|reading|searching|dispatching|launching|starting|"
     r"trying|creating|updating|adding|fixing|moving|writing|exploring|investigating|examining|testing)\b)",
     re.IGNORECASE,
@@ -104,6 +106,21 @@ _DEFERRED = re.compile(
     r"(?:in|for) a (?:later|future|follow[- ]up|separate) (?:pr|change|session|commit)|left as is for now)\b",
     re.IGNORECASE,
 )
+#: A sentence saying what is still left of the work ("The branch still needs to be merged", "The npm dist-tags
+#: are still stale until the recovery workflow runs", "CI is queued here: URL", "My next pass would be ...").
+_REMAINING = re.compile(
+    r"\bstill (?:needs?|requires?|has to|have to|must|waits? (?:on|for))\b"
+    r"|\b(?:(?:is|are) still|remains?|stays?) "
+    r"(?:stale|unmerged|unpublished|unreleased|undeployed|unreviewed|outstanding|pending|queued|blocked)\b"
+    r"|\b(?:remains?|left) to be "
+    r"(?:done|merged|pushed|published|deployed|released|reviewed|run|tested|verified|fixed)\b"
+    r"|\bnot (?:been )?(?:merged|pushed|published|deployed|released|reviewed) yet\b"
+    r"|\bnot yet (?:been )?(?:merged|pushed|published|deployed|released|reviewed)\b"
+    r"|\b(?:CI|(?:the|a) (?:new )?(?:run|build|workflow|pipeline|job|deploy(?:ment)?))\b[^.!?]{0,30}?"
+    r"\b(?:is|are) (?:still )?(?:queued|in progress|pending)\b"
+    r"|^(?:my|the|our) next (?:step|pass|move|iteration|change)s? (?:would|will|should|could) be\b",
+    re.IGNORECASE,
+)
 #: The line an agent signs a commit or PR text with ("🤖 Generated with [Claude Code](...)").
 _SIGNATURE = re.compile(r"Generated with (?:\[|Claude Code|Codex|Gemini)|^Co-Authored-By:", re.IGNORECASE)
 _OPTION = re.compile(
@@ -123,8 +140,12 @@ class Unit:
 
 
 def plain(text: str) -> str:
-    """Inline markdown flattened: emphasis markers gone (never inside a code span), spacing collapsed."""
-    parts = re.split(r"(`[^`]*`)", text)
+    """Inline markdown flattened: emphasis markers gone (never inside a code span), spacing collapsed.
+
+    Typographic apostrophes become plain ones: Codex writes "I’ll" and "you’ll need to", and
+    every rule below reads "I'll".
+    """
+    parts = re.split(r"(`[^`]*`)", text.replace("\u2019", "'").replace("\u2018", "'"))
     flat = (part if part.startswith("`") else _EMPHASIS.sub("", _LINK.sub(r"\1", part)) for part in parts)
     return " ".join("".join(flat).split())
 
@@ -269,7 +290,10 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
         said = [
             sentence
             for sentence in sentences(unit.text)
-            if _kept(sentence) and not is_user_action(sentence) and labelled_step(sentence) is None
+            if _kept(sentence)
+            and not is_user_action(sentence)
+            and not is_remaining(sentence)
+            and labelled_step(sentence) is None
         ]
         under = bool(said) and said[-1].endswith(":") and _NEXT_LABEL.search(said[-1]) is not None
         for number, sentence in enumerate(said):
@@ -289,6 +313,32 @@ def clip_code(line: str) -> str:
     """A one-line code block as an inline span: no backticks of its own, at most `CODE_CHARS`."""
     flat = line.replace("`", "'")
     return flat if len(flat) <= CODE_CHARS else flat[: CODE_CHARS - 1].rstrip() + "…"
+
+
+#: What plans a step after the one at hand, in a preface.
+_LATER = re.compile(r"\b(?:then|after that|afterwards|once (?:that|it|this)|before (?:I|we))\b", re.IGNORECASE)
+
+
+def announced(text: str, limit: int) -> str:
+    """What a reply said it would do after the step at hand: its prefaces that plan a later step, at most ``limit``.
+
+    A session cut off mid-work or interrupted ends on such a reply ("`main` is behind, so
+    I'm making a focused commit first, then I'll rebase and push."): the later steps are the
+    work left. A preface of one step ("Let me check the schema first.") only names the call
+    that was running, and says nothing more.
+    """
+    out = ""
+    for unit in units(text):
+        if unit.kind not in ("para", "bullet"):
+            continue
+        for sentence in sentences(unit.text):
+            if not is_preface(sentence) or _LATER.search(sentence) is None:
+                continue  # "Let me check the schema first." names no more than the call running
+            candidate = f"{out} {sentence}".strip()
+            if len(candidate) > limit:
+                return out or cut(sentence, limit)
+            out = candidate
+    return out
 
 
 def conclusion(text: str, limit: int, *, cut_first: bool = True) -> str:
@@ -404,6 +454,8 @@ def next_steps(text: str) -> list[str]:
                 steps.append(unit.text)
             elif _DEFERRED.search(unit.text):
                 steps.append(f"deferred: {unit.text}")
+            elif is_remaining(unit.text):
+                steps.append(unit.text)
             continue
         said = sentences(unit.text)
         if said and said[-1].endswith(":"):
@@ -413,7 +465,7 @@ def next_steps(text: str) -> list[str]:
         steps.extend(
             labelled_step(sentence) or sentence
             for sentence in said
-            if is_user_action(sentence) or labelled_step(sentence)
+            if is_user_action(sentence) or labelled_step(sentence) or is_remaining(sentence)
         )
     return steps
 
@@ -422,6 +474,18 @@ def labelled_step(sentence: str) -> str | None:
     """The step a sentence names after a next-steps label ("Next step: patch the migration." → the rest)."""
     found = _NEXT_SENTENCE.match(sentence.strip())
     return found.group(1).strip() if found is not None else None
+
+
+def is_remaining(sentence: str) -> bool:
+    """Whether a sentence says what is still left of the work ("The branch still needs to be merged").
+
+    Codex and Gemini end on prose, not on a "Next steps" list: this is how their replies leave
+    work open. A condition ("If CI is still pending, ...") or a question is no step.
+    """
+    flat = sentence.strip()
+    if flat.endswith("?") or re.match(r"^(?:if|when|unless|whenever|once)\b", flat, re.IGNORECASE):
+        return False
+    return _REMAINING.search(flat) is not None
 
 
 def is_user_action(sentence: str) -> bool:

