@@ -65,6 +65,7 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import Conflict, InvalidInput
 from palimpsest.graph_schema.models import Fact, FactLayerState, FactStats, Message, NewFact, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.scheduler.reply_text import straight_quotes
 from palimpsest.scheduler.session_facts import is_not_work, tool_call
 from palimpsest.scheduler.structural_facts import FAILED, StructuralFact, structural_facts
 
@@ -301,7 +302,7 @@ def is_chat(sentence: str) -> bool:
 
     "I’ll check" is read as "I'll check": Codex writes typographic apostrophes.
     """
-    sentence = sentence.replace("\u2019", "'").replace("\u2018", "'")
+    sentence = straight_quotes(sentence)
     return _CHAT_START.match(sentence) is not None or _CHAT_ANYWHERE.search(sentence) is not None
 
 

@@ -139,13 +139,21 @@ class Unit:
     box: str | None = None
 
 
+#: Typographic apostrophes as plain ones: Codex writes "I’ll" and "you’ll need to", and the rules read "I'll".
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
+
+
+def straight_quotes(text: str) -> str:
+    """``text`` with typographic apostrophes made plain, so one pattern of "I'll" reads every agent's."""
+    return text.translate(_APOSTROPHES)
+
+
 def plain(text: str) -> str:
     """Inline markdown flattened: emphasis markers gone (never inside a code span), spacing collapsed.
 
-    Typographic apostrophes become plain ones: Codex writes "I’ll" and "you’ll need to", and
-    every rule below reads "I'll".
+    Typographic apostrophes become plain ones (`straight_quotes`).
     """
-    parts = re.split(r"(`[^`]*`)", text.replace("\u2019", "'").replace("\u2018", "'"))
+    parts = re.split(r"(`[^`]*`)", straight_quotes(text))
     flat = (part if part.startswith("`") else _EMPHASIS.sub("", _LINK.sub(r"\1", part)) for part in parts)
     return " ".join("".join(flat).split())
 
