@@ -167,13 +167,7 @@ class SqliteVectors(SqliteBase):
         until: datetime | None = None,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows.
-
-        A node's pieces are ranked as rows of their own, so the ranking asks for twice
-        ``limit`` rows (one pass even when a few long nodes have several pieces near the
-        query), then four times more until it holds ``limit`` distinct nodes (or had no
-        more to give): each node counts once, by its best piece.
-        """
+        """Rank from the mapped files and the rows they lack (`SearchView`), then read the hits' rows (`_nearest`)."""
         candidates = await self._nearest(vector, partition, thread_id, kinds, since, until, limit)
         return candidates.hits
 
@@ -205,6 +199,13 @@ class SqliteVectors(SqliteBase):
         until: datetime | None,
         limit: int,
     ) -> VectorCandidates:
+        """The ``limit`` nearest nodes and their messages' refs, from one read of their rows.
+
+        A node's pieces are ranked as rows of their own, so the ranking asks for twice
+        ``limit`` rows (one pass even when a few long nodes have several pieces near the
+        query), then four times more until it holds ``limit`` distinct nodes (or had no
+        more to give): each node counts once, by its best piece.
+        """
         dimensions, model = self._vectors.require()
         asked = check_kinds(kinds)
         limit = page_limit(limit)
