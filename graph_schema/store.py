@@ -143,6 +143,7 @@ class MemoryStore(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 20,
+        snippets: bool = True,
     ) -> list[SearchHit]:
         """Ranked full-text search (BM25-like), best first.
 
@@ -150,8 +151,23 @@ class MemoryStore(Protocol):
         unbalanced brackets) is treated as plain words, never an error. A query with no
         word characters returns no hits.
 
+        ``snippets=False`` lets the store give each hit its text's opening instead of
+        the window around the matched words, for a caller that keeps only a few of many
+        candidates (hybrid search asks for 100 and keeps 10) and then asks
+        `text_snippets` for those: on SQLite the windows of 100 hits are a third of a
+        text search at 150k messages. A store whose snippets cost nothing may build them
+        anyway.
+
         :raises InvalidInput: if a kind is not message, summary or fact, or limit is
             out of bounds.
+        """
+        ...
+
+    async def text_snippets(self, query: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
+        """``hits`` of ``search_text(query, snippets=False)``, each with the snippet that search would have built.
+
+        The same window around the query's words as ``search_text`` gives by default; a
+        hit whose node is gone keeps the snippet it has.
         """
         ...
 

@@ -300,11 +300,14 @@ class Neo4jStore(
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 20,
+        snippets: bool = True,
     ) -> list[SearchHit]:
         """Lucene full-text search over the ``memory_text`` index (see `MemoryStore`).
 
         Lucene is asked for its top candidates, not every match (`Neo4jBase._top_hits`):
-        at a million messages a question holding "the" matches them all.
+        at a million messages a question holding "the" matches them all. Snippets are
+        built whatever ``snippets`` says: `snippet` is a few string scans over text the
+        query returns anyway, where deferring it would cost a second round trip.
         """
         check_limit(limit)
         asked = check_kinds(kinds)
@@ -341,6 +344,10 @@ class Neo4jStore(
     async def partitions(self) -> dict[str, int]:
         """Threads counted by partition (see `MemoryStore`)."""
         return {row["partition"]: row["threads"] for row in await self._query(q.PARTITIONS)}
+
+    async def text_snippets(self, query: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
+        """The hits as they are: `search_text` built their snippets already (see `MemoryStore`)."""
+        return list(hits)
 
     async def stats(self, partition: str | None) -> StoreStats:
         """Counts from the thread counters, summaries by level and facts (see `MemoryStore`)."""

@@ -256,6 +256,14 @@ SEARCHES: dict[str, str] = {
     "fact": SEARCH_FACTS,
 }
 
+#: The texts a deferred snippet is built from (``text_snippets``), by kind: the indexed
+#: text, then a message's derived search text.
+SNIPPET_SOURCES: dict[str, str] = {
+    "message": f"SELECT id, content, search_text FROM messages WHERE id IN {IN_IDS}",
+    "summary": f"SELECT id, text, NULL FROM summaries WHERE id IN {IN_IDS}",
+    "fact": f"SELECT id, text, NULL FROM facts WHERE id IN {IN_IDS}",
+}
+
 # Snippets for the hits a search keeps, built by FTS5 itself in a private in-memory
 # database (``snippets``): the kept hits' texts are indexed there with the stores'
 # tokenizer (schema.sql; a test holds the two equal) and ``snippet()`` reads the same

@@ -64,9 +64,10 @@ from palimpsest.graph_schema.sqlite.maintenance import SqliteMaintenance
 from palimpsest.graph_schema.sqlite.migrations import migrate
 from palimpsest.graph_schema.sqlite.positions import SqlitePositions
 from palimpsest.graph_schema.sqlite.readings import SqliteReadings
-from palimpsest.graph_schema.sqlite.snippets import snippets
+from palimpsest.graph_schema.sqlite.snippets import snippets as build_snippets
 from palimpsest.graph_schema.sqlite.transfer import SqliteTransfer
 from palimpsest.graph_schema.sqlite.vectors import SqliteVectors
+from palimpsest.graph_schema.vectors import head_snippet
 
 
 def _message_rows(partition: str, thread_id: str, prepared: Sequence[PreparedMessage]) -> list[tuple[Any, ...]]:
@@ -296,6 +297,7 @@ class SqliteStore(
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 20,
+        snippets: bool = True,
     ) -> list[SearchHit]:
         """BM25-ranked FTS5 search over each kind, merged best first (score = -bm25).
 
@@ -316,7 +318,8 @@ class SqliteStore(
         Snippets are built for the ``limit`` hits returned only, by FTS5 from their
         stored text (``snippets``): the candidates each query ranks never pay for one.
         A tool message matched only by its derived ``search_text`` (the index's second
-        column) shows that text instead.
+        column) shows that text instead. With ``snippets=False`` a hit shows its text's
+        opening and `text_snippets` builds the window later, for the hits kept.
         """
         searched = check_kinds(kinds)
         limit = page_limit(limit)
@@ -344,7 +347,10 @@ class SqliteStore(
                 found.values(),
                 key=lambda hit: (-hit[1][8], -datetime.fromisoformat(hit[1][6]).timestamp(), hit[1][0]),
             )[:limit]
-            texts = snippets([(row[7], fts_query, row[9]) for _, row, fts_query in kept])
+            if snippets:
+                texts = build_snippets([(row[7], fts_query, row[9]) for _, row, fts_query in kept])
+            else:
+                texts = [head_snippet(row[7]) for _, row, _ in kept]
             return [
                 SearchHit(
                     id=row[0], kind=kind, source_id=row[1], thread_id=row[2], partition=row[3], role=row[4],
@@ -352,6 +358,32 @@ class SqliteStore(
                 )
                 for (kind, row, _), text in zip(kept, texts, strict=True)
             ]  # fmt: skip
+
+        return await self._read(read)
+
+    async def text_snippets(self, query: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
+        """The window `search_text` builds, for hits it found with ``snippets=False`` (see `MemoryStore`).
+
+        Each kind's texts come back in one read by id, and the window is built for the
+        any-word form of the query that search ran (a message's from its ranking words):
+        a row that held every word shows the same window for either form, since FTS5's
+        snippet scores the same matched phrases.
+        """
+        if not hits or q.fts_query(query) is None:
+            return list(hits)
+
+        def read(conn: sqlite3.Connection) -> list[SearchHit]:
+            matched: dict[str, tuple[str, str, str | None]] = {}
+            for kind in {hit.kind for hit in hits}:
+                fts_query = q.fts_query(_ranking_words(conn, query) if kind == "message" else query)
+                if fts_query is None:
+                    continue
+                ids = json.dumps([hit.id for hit in hits if hit.kind == kind])
+                for node_id, text, derived in conn.execute(q.SNIPPET_SOURCES[kind], {"ids": ids}):
+                    matched[node_id] = (text, fts_query, derived)
+            found = [hit.id for hit in hits if hit.id in matched]
+            texts = dict(zip(found, build_snippets([matched[node_id] for node_id in found]), strict=True))
+            return [hit.model_copy(update={"snippet": texts[hit.id]}) if hit.id in texts else hit for hit in hits]
 
         return await self._read(read)
 

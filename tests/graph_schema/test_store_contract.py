@@ -621,6 +621,34 @@ async def test_each_hit_gets_a_window_of_its_own_text_around_the_matched_word(st
                 assert len(hit.snippet) < len(text) // 3
 
 
+async def test_snippets_built_later_are_the_ones_the_search_would_have_built(store: MemoryStore) -> None:
+    # Hybrid search asks for 100 text candidates without snippets and keeps ten
+    # (server/retrieval/hybrid.py); text_snippets must then give each kept hit the very
+    # window search_text gives: rows holding both words and rows holding one, a
+    # summary, long texts cut at both ends and a short one whole.
+    texts = [
+        padded("we deployed the canary. Then the canary failed", "a"),
+        padded("deploying twice", "b"),
+        "canary",
+        padded("nothing to see", "c") + " deploy",
+    ]
+    await append(store, "t", texts)
+    children = await store.get_messages(P, "t")
+    await store.persist_summary(
+        NewSummary(
+            thread_id="t", partition=P, level=1, text=padded("the canary was deployed", "s"), tokens=9,
+            summarizer="test", child_ids=[child.id for child in children],
+        )
+    )  # fmt: skip
+    for query in ("deploying canaries", "canary", "deploy"):
+        eager = await store.search_text(query, partition=P, limit=5)
+        later = await store.search_text(query, partition=P, limit=5, snippets=False)
+        assert [hit.id for hit in later] == [hit.id for hit in eager] and eager
+        assert await store.text_snippets(query, later) == eager
+        assert await store.text_snippets(query, later[1:3]) == eager[1:3], "any subset, in its order"
+    assert await store.text_snippets("", later) == later, "no words: the hits as they were"
+
+
 async def test_sqlite_snippets_are_the_ones_fts5_gives_in_the_store(tmp_path: Path) -> None:
     # SQLite only: snippets are built for the kept hits in a small in-memory FTS5 table
     # (graph_schema/sqlite/snippets.py); they must be exactly what snippet() gives on

@@ -100,6 +100,17 @@ async def test_text_search_finds_tool_messages_by_their_derived_words_and_shows_
     assert await fill_search_texts(store) == 0, "written once"
 
 
+async def test_snippets_built_later_show_the_derived_text_where_the_search_would(store: MemoryStore) -> None:
+    # Hybrid search builds the kept hits' snippets after fusion (MemoryStore.text_snippets):
+    # a result matched only by its derived text must show that text then too.
+    await _session(store)
+    await fill_search_texts(store)
+    for query in ("whole suite", "commit rejected", "check formatting"):
+        eager = await store.search_text(query, partition=P)
+        later = await store.text_snippets(query, await store.search_text(query, partition=P, snippets=False))
+        assert later == eager and eager
+
+
 async def test_set_search_texts_writes_once_and_refuses_bad_input(store: MemoryStore) -> None:
     ids = await _session(store)
     assert await store.set_search_texts([(ids["a1"], "Check formatting."), ("msg_nothing_here", "x")]) == 1
