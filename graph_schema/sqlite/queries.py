@@ -214,18 +214,19 @@ def _ranked_search(fts: str, table: str, columns: str, filters: str, derived: st
 
     ``columns`` ends with the indexed text, from which the caller builds snippets; after
     the score comes ``derived``, a message's search_text, the snippet's source when the
-    query matched only there.
+    query matched only there; last, how many matches were ranked (``:candidates`` when
+    the cap cut some off), from a window over rows the ranking holds anyway.
     """
     return f"""
 WITH ranked AS (
-    SELECT pk, score FROM (
+    SELECT pk, score, count(*) OVER () AS ranked_rows FROM (
         SELECT n.pk, -bm25({fts}) AS score
         FROM {fts} JOIN {table} AS n ON n.pk = {fts}.rowid
         WHERE {fts} MATCH :query {filters}
         ORDER BY {fts}.rowid DESC LIMIT :candidates
     ) ORDER BY score DESC, pk DESC LIMIT :limit
 )
-SELECT {columns}, ranked.score, {derived}
+SELECT {columns}, ranked.score, {derived}, ranked.ranked_rows
 FROM ranked JOIN {table} AS n ON n.pk = ranked.pk
 ORDER BY ranked.score DESC, ranked.pk DESC
 """
@@ -245,7 +246,7 @@ SEARCH_FACTS = _ranked_search(
 )  # fmt: skip
 #: Rows each full-text query ranks at most (or the hits asked for, if more): the newest
 #: that match. Every match is ranked while a query has fewer; past it, bm25 orders the
-#: newest this many. Every search now runs two such queries (all words, any word), so
+#: newest this many. A search past the cap runs two such queries (any word, all words), so
 #: 1000 rather than 2000 keeps text p95 where one query at 2000 was (bench/search_speed.py
 #: at 100k: 26 ms against 46 ms at 2000); LoCoMo conversations (under 700 messages) are
 #: ranked exactly either way.

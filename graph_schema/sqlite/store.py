@@ -302,12 +302,13 @@ class SqliteStore(
         """BM25-ranked FTS5 search over each kind, merged best first (score = -bm25).
 
         Every hit is ranked by its BM25 score for all the query's words, wherever it was
-        found: rows holding every word and rows holding any are searched, and the union
-        is sorted by score (newest first among ties). Searching both matters only past
-        the cap below: the all-words query keeps its best rows in view when the
-        any-word query's candidates are only the newest. Ranking all-words rows first
-        whatever their score, as this once did, measured 5 points below plain BM25 on
-        LoCoMo (``bench/recall.py``).
+        found: rows holding any word are searched, then, when the cap below cut that
+        query's matches off, rows holding every word, and the union is sorted by score
+        (newest first among ties). The all-words query keeps its best rows in view when
+        the any-word query's candidates are only the newest; under the cap it would find
+        rows the any-word query already ranked, with the same scores, so it is not run.
+        Ranking all-words rows first whatever their score, as this once did, measured 5
+        points below plain BM25 on LoCoMo (``bench/recall.py``).
 
         Each of those queries ranks at most the newest ``MATCH_CANDIDATES`` rows that
         match and pass the filters (see ``queries``): exact below that, and at a
@@ -332,17 +333,24 @@ class SqliteStore(
             "until": None if until is None else stored_time(until),
         }
 
+        candidates = max(q.MATCH_CANDIDATES, limit)
+
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
-            # id -> (kind, row, the query that matched it); snippets only for those kept.
+            # id -> (kind, row, the kind's any-word query); snippets only for those kept,
+            # built for that query: a row holding every word shows the same window for it.
             found: dict[str, tuple[SearchKind, tuple[Any, ...], str]] = {}
             for kind in searched:
                 words = _ranking_words(conn, query) if kind == "message" else query
-                tiers = (False,) if len(q.query_words(words)) == 1 else (True, False)
                 # ``words`` always holds a word here (the query was checked above).
-                for matching in filter(None, (q.fts_query(words, require_all=every) for every in tiers)):
-                    asked = {**params, "query": matching, "limit": limit, "candidates": max(q.MATCH_CANDIDATES, limit)}
-                    for row in conn.execute(q.SEARCHES[kind], asked):
-                        found.setdefault(row[0], (kind, tuple(row), matching))
+                any_word = q.fts_query(words) or ""
+                tiers = [any_word, q.fts_query(words, require_all=True) or ""]
+                for matching in tiers if len(q.query_words(words)) > 1 else tiers[:1]:
+                    asked = {**params, "query": matching, "limit": limit, "candidates": candidates}
+                    rows = conn.execute(q.SEARCHES[kind], asked).fetchall()
+                    for row in rows:
+                        found.setdefault(row[0], (kind, tuple(row), any_word))
+                    if not rows or rows[0][10] < candidates:
+                        break  # every match was ranked: the all-words rows among them
             kept = sorted(
                 found.values(),
                 key=lambda hit: (-hit[1][8], -datetime.fromisoformat(hit[1][6]).timestamp(), hit[1][0]),
