@@ -122,6 +122,8 @@ class StructuralFact:
 class _Failure:
     error: str
     edited_since: list[str] = field(default_factory=list)
+    #: The command that failed, as shown; empty when the failure came from before these messages.
+    shown: str = ""
 
 
 @dataclass
@@ -151,6 +153,7 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
     tools: dict[str, list[tuple[ToolCall, str]]] = {}
     pending: dict[str, tuple[int, Message, ToolCall]] = {}
     running: dict[str, tuple[Message, ToolCall]] = {}  # Codex commands still running, by their session id
+    waiting: dict[str, list[StructuralFact]] = {}  # their "started" facts, kept for those no poll settles
     for index, message in enumerate(messages):
         call = tool_call(message)
         if call is not None:
@@ -173,7 +176,10 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
             started = _RUNNING.search(message.content[:400])
             if started is not None and started.group(1) and _EXITED.search(message.content[:400]) is None:
                 running[started.group(1)] = (found[1], found[2])
+                waiting[started.group(1)] = _result_facts(found[2], found[1], message, failures, tools)
+                continue  # "started" only if no poll below settles it
             facts += _result_facts(found[2], found[1], message, failures, tools)
+    facts += [fact for session, started_facts in waiting.items() if session in running for fact in started_facts]
     settled = min((index for index, *_ in pending.values()), default=len(messages))
     return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
 
@@ -289,15 +295,17 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     facts: list[StructuralFact] = []
     if failed or hidden:
         error = hidden or first_error_line(body)
-        failures[subject] = _Failure(error)
+        failures[subject] = _Failure(error, shown=shown)
         facts.append(StructuralFact(f"`{shown}`{FAILED}{status}): {error}", "command", subject, sources))
         return facts
     failure = failures.pop(subject, None)
     text = f"`{shown}` passed ({status})"
     tally = test_tally(body) if kind == "check" else None
     text += f": {tally}" if tally else ""
-    if failure is not None:
-        text += f" after failing with: {failure.error}"
+    if failure is not None:  # the check failed run another way (`rtk bun run test`, `npx tsc`): name that way
+        other = failure.shown and failure.shown.split()[0] != shown.split()[0]
+        before = f" after `{failure.shown}` failed with" if other else ""
+        text += f"{before or ' after failing with'}: {failure.error}"
         if failure.edited_since:
             text += "; fixed by editing " + ", ".join(failure.edited_since[:FIX_FILES])
     if kind != "state" or failure is not None:

@@ -211,6 +211,7 @@ def test_a_check_says_its_counts_and_one_behind_a_filter_is_judged_by_its_output
     s.bash("rtk bun run lint 2>&1 | tail -20", "error: unrecognized subcommand 'bun'\n\nUsage: rtk [OPTIONS] <COMMAND>")
     s.bash("bun test src/ 2>&1 | tail -4", " 1606 pass\n 24 fail\n 16 errors\nRan 1630 tests across 96 files.")
     s.bash("pip install respx pytest-asyncio 2>&1 | tail -1", "Successfully installed respx-0.22.0")
+    s.bash("bun run lint 2>&1", "$ biome check --error-on-warnings\nChecked 282 files in 156ms. No fixes applied.")
     texts = [fact.text for fact in facts(s)]
     assert texts == [
         "`bun run test` passed (ok): 1244 passed, 0 failed",
@@ -219,6 +220,8 @@ def test_a_check_says_its_counts_and_one_behind_a_filter_is_judged_by_its_output
         "`bun test src/` failed (error): 1606 passed, 24 failed",
         "Added dependency respx (pip install)",
         "Added dependency pytest-asyncio (pip install)",
+        # The same check run another way passes: the way that failed is named, a lesson for the next session.
+        "`bun run lint` passed (ok) after `rtk bun run lint` failed with: error: unrecognized subcommand 'bun'",
     ]
 
 
@@ -261,8 +264,8 @@ def test_a_codex_dev_server_still_running_is_started_not_passed_and_a_poll_settl
     rollout.poll("c3", 9969, "Found 0 errors.", 0)
     transcript = parse_codex(rollout.write(tmp_path / "rollout.jsonl"), partition="codex")
     found = structural_facts(stored([m for batch in transcript.batches for m in batch.messages], partition="codex"))
+    # Settled in the same messages, the check is told once, by its outcome.
     assert [fact.text for fact in found.facts] == [
-        "`npm run dev -- --host 127.0.0.1` started at http://127.0.0.1:5174/, still running when last seen",
-        "`bun run typecheck` started, still running when last seen",
         "`bun run typecheck` passed (exit 0)",
+        "`npm run dev -- --host 127.0.0.1` started at http://127.0.0.1:5174/, still running when last seen",
     ]
