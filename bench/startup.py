@@ -173,10 +173,29 @@ def command_of(line: str) -> str:
     return re.sub(r"^cd \S+\s*(&&|;)\s*", "", text).strip()
 
 
+#: Where a command line splits into simple commands: ``a && b; c | d``.
+PARTS = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
+#: Programs that run the command after them (``rtk git status`` is ``git status``), with their own options.
+WRAPPER = re.compile(r"^(?:(?:sudo|env|time|nohup|nice|timeout|stdbuf|rtk|command)\b(?:\s+-\S+)*(?:\s+\d+[smh]?)?\s+)+")
+
+
+def read_only(command: str) -> bool:
+    """Whether every simple command of a line only reads (``cd``, and wrappers such as ``rtk``, skipped)."""
+    if not command or command.endswith("…"):
+        command = command.rstrip("… ")
+    parts = [WRAPPER.sub("", part.strip()) for part in PARTS.split(command) if part.strip()]
+    parts = [part for part in parts if not re.match(r"^cd(\s|$)", part)]
+    return bool(parts) and all(READ_ONLY.match(part) and not WRITES.match(part) for part in parts)
+
+
 def noise(memory: str) -> list[str]:
-    """Lines presenting a read-only command as a fact, and open items that are bare headings."""
+    """Lines presenting a read-only command as a fact, and open items that are bare headings.
+
+    A compound command is read-only when each of its parts is: ``git status && git diff`` is,
+    ``git status && rm x`` is not.
+    """
     commands = [(line.strip(), command_of(line)) for line in memory.splitlines() if line.strip()]
-    found = [line for line, command in commands if READ_ONLY.match(command) and not WRITES.match(command)]
+    found = [line for line, command in commands if command and read_only(command)]
     found += [f"open item: {item}" for item in open_items(open_lines(memory)) if is_heading(item)]
     return found
 

@@ -66,6 +66,11 @@ AFFIRMATIVE = re.compile(
 )
 CHOICE = re.compile(r"^\s*(?:option\s*)?(\d{1,2})(?:\s*(?:and|&|,|\+|or)\s*(\d{1,2}))?\s*[.)]?\s*(?:[,:;-]\s*(.*))?$")
 QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input", "ask_user"})
+#: Tools that only search or list: one cut off mid-call left nothing undone of its own.
+SEARCH_TOOLS = frozenset(
+    {"Grep", "Glob", "LS", "WebSearch", "WebFetch", "grep_search", "file_search", "list_dir", "codebase_search",
+     "search_file_content", "glob", "list_directory", "read_many_files", "web_fetch", "google_web_search"}
+)  # fmt: skip
 #: Tools that poll a command still running (Codex's ``write_stdin`` to an exec session, empty input to wait).
 POLL_TOOLS = frozenset({"write_stdin"})
 TASK_TOOLS = frozenset({"Task", "Agent", "spawn_agent", "delegate"})
@@ -73,13 +78,26 @@ _CODEX_REQUEST = re.compile(r"^#+\s*My request for Codex:?\s*", re.MULTILINE | r
 _ERROR_IN_ASK = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[^\n]*|\bTraceback \(most recent call last\)")
 
 
+#: A request that hands over a document: a lead-in ending in a colon, then the document's heading
+#: (Claude Code's "Implement the following plan:\n\n# Plan: Add X\n\n## Context ..."), sections and all.
+_SECTION = re.compile(r"^#{1,3} \S", re.MULTILINE)
+_HANDED_DOCUMENT = re.compile(r"\A\s*([^\n]{3,80}:)\s*\n\s*\n?\s*#{1,3}\s+(?:Plan:\s*)?([^\n]+)")
+
+
 def ask_text(text: str) -> str:
     """A request on one line: its first words, and an error it quotes further on.
+
+    A request that hands over a document (a plan) is its lead-in and the document's title.
 
     A request the Codex IDE extension wrapped in context is the text after ``## My request for Codex:``.
     """
     wrapped = _CODEX_REQUEST.search(text)
     text = text[wrapped.end() :] if wrapped is not None else text
+    handed = _HANDED_DOCUMENT.match(text)
+    if (
+        handed is not None and len(_SECTION.findall(text)) >= 2
+    ):  # "Implement the following plan:" then the plan: its title names it
+        return clip(f"{handed.group(1).strip()} {handed.group(2).strip()}", ASK_CHARS)
     flat = " ".join(re.sub(r"^\s*(?:#{1,6}|>)\s*", "", line) for line in text.splitlines())
     shown = clip(reply_text.plain(flat), ASK_CHARS)
     if len(flat) > ASK_CHARS:
@@ -119,9 +137,41 @@ def interruption(message: Message) -> bool | None:
     return None
 
 
+def question_text(args: dict[str, object]) -> str | None:
+    """The question a question tool put to the user, with its options (``AskUserQuestion``'s ``questions``).
+
+    "Should I commit with --no-verify? (Yes, use --no-verify / No, fix the typecheck first)".
+    """
+    questions = args.get("questions")
+    asked = questions[0] if isinstance(questions, list) and questions and isinstance(questions[0], dict) else args
+    text = next((asked.get(key) for key in ("question", "prompt", "message") if isinstance(asked.get(key), str)), None)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    options = asked.get("options")
+    labels = [
+        str(option.get("label") if isinstance(option, dict) else option)
+        for option in (options if isinstance(options, list) else [])
+    ]
+    listed = " / ".join(clip(label, 50) for label in labels[:4] if label and label != "None")
+    return " ".join(text.split()) + (f" ({listed})" if listed else "")
+
+
+#: A plan handed over whole (Claude Code's ``ExitPlanMode``): its first heading names it.
+_HEADING = re.compile(r"^#{1,3}\s+(?:Plan:\s*)?(.+?)\s*$", re.MULTILINE)
+
+
 def describe_call(call: ToolCall) -> str:
-    """A call named for a person: tool (MCP prefix dropped) and what it acts on."""
+    """A call named for a person: tool (MCP prefix dropped) and what it acts on.
+
+    A call whose input is a plan (``ExitPlanMode``) is named by the plan's first heading:
+    "ExitPlanMode (plan: Add Agent Logos to Context Tab)".
+    """
     name = call.name.rsplit("__", 1)[-1]
+    plan = call.args.get("plan")
+    if isinstance(plan, str) and plan.strip():
+        heading = _HEADING.search(plan)
+        title = heading.group(1) if heading is not None else plan.strip().splitlines()[0]
+        return f"{name} (plan: {clip(title, 90)})"
     path = path_arg(call.args)
     command = shell_command(call.args)
     target = (path.rstrip("/").rsplit("/", 1)[-1] if path else "") or (shell_commands.shown(command) if command else "")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
+from palimpsest.scheduler import shell_commands
 
 #: Tools whose input names a file they write, and what they do to it.
 WRITE_TOOLS = {
@@ -322,6 +323,64 @@ def first_error_line(text: str) -> str:
         return "no output"
     chosen = next((line for line in lines if _ERROR_LINE.search(line)), lines[0])
     return clip(chosen, _ERROR_CHARS)
+
+
+#: A test runner's count line: pytest's ``3 failed, 202 passed in 1.2s``, bun's `` 1244 pass`` and `` 0 fail``,
+#: jest's ``Tests: 1 failed, 9 passed``, cargo's ``test result: ok. 12 passed; 0 failed``.
+_PASSED = re.compile(r"(?<![\w.])(\d+) (?:passed|pass|passing)\b")
+_FAILED = re.compile(r"(?<![\w.])(\d+) (?:failed|fail|failing|failures)\b")
+#: How an output starts when the command behind a filter failed: ``error: unrecognized subcommand 'bun'``.
+_FAILED_START = re.compile(
+    r"^(?:error|fatal|Error|FATAL|ERROR)(?:\[\w+\])?:|^(?:\S+: )?command not found\b|: command not found$"
+)
+#: A line a wrapper prints for a command that failed while it exits 0 itself (``rtk``: ``FAILED: git commit``).
+_FAILED_MARK = re.compile(r"^FAILED: \S")
+#: Tally lines are short; a longer line naming counts is a log line, not the summary.
+_TALLY_CHARS = 160
+
+
+def test_tally(output: str) -> str | None:
+    """What a test run's summary counts, in our words (``1244 passed, 0 failed``); None when it shows none.
+
+    Read from the last lines of the output, where every runner prints its summary.
+    """
+    passed = failed = None
+    for line in output[-6000:].splitlines()[-40:]:
+        if len(line) > _TALLY_CHARS:
+            continue
+        for found in _PASSED.finditer(line):
+            passed = found.group(1)
+        for found in _FAILED.finditer(line):
+            failed = found.group(1)
+    if passed is None and failed is None:
+        return None
+    return ", ".join(part for part in (passed and f"{passed} passed", failed and f"{failed} failed") if part)
+
+
+def hidden_failure(command: str, output: str) -> str | None:
+    """The error of a command that failed without its exit status saying so, else None.
+
+    A command piped into a filter (``bun run test 2>&1 | tail -20``) exits with the filter's
+    status, and a wrapper such as ``rtk`` can print ``FAILED: git commit`` and exit 0: the
+    output is then all that tells. Behind a filter, an output that starts with an error
+    (``error: unrecognized subcommand 'bun'``) or a test summary counting failures is a failure;
+    a wrapper's ``FAILED:`` line among the first lines is one whatever the command.
+    """
+    lines = [line.strip() for line in _TAGS.sub("", output[:20000]).splitlines()]
+    lines = [line for line in lines if line and not _BANNER.match(line)]
+    marked = next((line for line in lines[:6] if _FAILED_MARK.match(line)), None)
+    if marked is not None:
+        return clip(marked, _ERROR_CHARS)
+    if not lines or not shell_commands.exit_hidden(command):
+        return None
+    if _FAILED_START.search(lines[0]):
+        return clip(lines[0], _ERROR_CHARS)
+    tally = test_tally(output)
+    failed = _FAILED.search(tally or "")
+    if failed is not None and int(failed.group(1)) > 0:
+        error = first_error_line(output)
+        return clip(f"{tally}: {error}" if _ERROR_LINE.search(error) else str(tally), _ERROR_CHARS)
+    return None
 
 
 def exit_status(content: str) -> tuple[int | None, str]:

@@ -30,8 +30,13 @@ of its last request: **interrupted** or **tool_rejected** when that is the last 
 happened; **stopped_mid_work** when a call still had no result, or tools ran after the last
 reply (an interrupted or cut-off session also says what its last reply announced it was about
 to do, and names the pending call that could change something, not a ``git status`` beside it);
-otherwise **failed** when a check or state-changing command of it last failed,
-**completed** when it changed something, **answered** when it only replied. The conclusion
+otherwise **failed** when a check or state-changing command of it last failed (a check
+the turn committed, tagged or pushed past does not count: it stays open),
+**completed** when it changed something, **answered** when it only replied. A last call
+that asks the user (``AskUserQuestion``) and has no answer is no cut-off: the ending names
+the question, which stays open. A command whose exit status the agent never saw (piped
+into ``tail``, or run by a wrapper that prints ``FAILED:``) is judged by its output
+(`session_facts.hidden_failure`). The conclusion
 is the last reply's (`reply_text.conclusion`: whole sentences, never a preface), with the
 replies before it in that request when the last one says little.
 
@@ -40,6 +45,7 @@ Same input, same reading: no clock, no set iteration.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,12 +55,14 @@ from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler import agent_marks as marks
 from palimpsest.scheduler import reply_text, shell_commands
 from palimpsest.scheduler.session_facts import (
+    READ_TOOLS,
     SHELL_TOOLS,
     WRITE_TOOLS,
     ToolCall,
     clip,
     exit_status,
     first_error_line,
+    hidden_failure,
     is_not_work,
     path_arg,
     shell_command,
@@ -74,6 +82,10 @@ INTENT_CHARS = 200
 SHORT_CONCLUSION = 90
 #: Longest "what was done" of one request.
 OUTCOME_CHARS = 110
+#: Shortest slash-command arguments that, repeated by the next prompt, make the two one request.
+REPEATED_ARGS = 20
+#: How alike (difflib's ratio) those arguments and the prompt's start must be: a typo fixed is the same request.
+REPEAT_RATIO = 0.9
 #: Requests (counted from the last) whose replies' user actions count as still open.
 ACTION_TURNS = 3
 
@@ -233,7 +245,23 @@ class _Reader:
                 rest = f" ({choice.group(3)})" if choice.group(3) else ""
                 self.ask(f"chose {' + '.join(clip(p, 70) for p in picked)}{rest}", message, position, "choice")
                 return
+        self._drop_repeated_command(text)
         self.ask(marks.ask_text(text), message, position, "prompt")
+
+    def _drop_repeated_command(self, text: str) -> None:
+        """A slash command whose arguments this prompt repeats whole is one request with it: the prompt's.
+
+        Claude Code's ``/plan I've added the logos ... Update them in`` (its arguments cut
+        short) is followed by the full prompt, a typo fixed maybe; the fuller text names the request.
+        """
+        previous = self.reading.asks[-1] if self.reading.asks else None
+        if previous is None or previous.via != "command" or " " not in previous.text:
+            return
+        given = _key(previous.text.split(" ", 1)[1].rstrip("…"))
+        start = _key(text)[: len(given)]
+        if len(given) >= REPEATED_ARGS and difflib.SequenceMatcher(None, given, start).ratio() >= REPEAT_RATIO:
+            self.reading.asks.remove(previous)
+            self.seen.pop(_key(previous.text), None)
 
     def _offer(self) -> str | None:
         if self.last_reply is None:
@@ -306,6 +334,7 @@ class _Reader:
             return
         code, body = exit_status(message.content)
         failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
+        failed = failed or (state.command is not None and hidden_failure(state.command, body) is not None)
         if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):
             state.category = "other"  # the tool never started: no check of the project failed
         state.result = "failed" if failed else "ok"
@@ -340,7 +369,10 @@ class _Reader:
                     del self.failing[known]
             if failed:
                 at = self.order.index(state)
-                self.failing[shown] = _Failure(first_error_line(body), state.category, kinds, at)
+                error = hidden_failure(state.command, body) or first_error_line(body)
+                for known in [cmd for cmd, failure in self.failing.items() if failure.kinds & kinds]:
+                    del self.failing[known]  # the same check failing again: its latest run is what is open
+                self.failing[shown] = _Failure(error, state.category, kinds, at)
         if failed:
             return
         description = state.call.args.get("description")
@@ -419,16 +451,13 @@ def _written(state: _Call) -> list[tuple[str, str]]:
     return []
 
 
-_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
-
-
 def _commit(command: str, output: str) -> list[str]:
     """A commit a successful command made: its first message line and hash, as git printed them."""
-    found = _COMMIT_HASH.search(output)
+    found = shell_commands.commit_made(command, output)
     if "commit" not in command or found is None:
         return []
     body = shell_commands.commit_body(command, 90)
-    return [f'committed "{clip(found.group(2), 80)}" ({found.group(1)}{f": {body}" if body else ""})']
+    return [f'committed "{clip(found[1], 80)}" ({found[0]}{f": {body}" if body else ""})']
 
 
 def read_session(messages: Sequence[Message]) -> SessionReading:
@@ -540,18 +569,70 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("tool_rejected", _join(f"the user rejected {rejected}", said), source)
     if not turn.last:
         return Ending("stopped_mid_work", "stopped before any reply to the last request", None)
-    if pending or turn.last in ("call", "result"):
+    asking = _asking(calls)
+    if asking is not None and not pending:  # the agent's last act was a question to the user: it waits on them
+        said = _join(f"asked the user: {clip(asking, 160)}", said)
+    elif pending or turn.last in ("call", "result"):
         waiting = _awaited(pending or [state for state in calls if state.result == "running"])
         what = f"; was running {marks.describe_call(waiting.call)} (no result)" if waiting is not None else ""
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
         return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}{about}", said), source)
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
-    if failing:
+    if failing and not _committed_past(reader, calls, failing[-1]):
         return Ending("failed", _join(f"failed: `{clip(failing[-1], 60)}` still failing", said), source)
+    change = _change_failed(calls)
+    if change is not None and change.command is not None:
+        return Ending("failed", _join(f"failed: `{clip(shell_commands.shown(change.command), 60)}`", said), source)
     if turn.changed or turn.effects:
         return Ending("completed", said, source)
     return Ending("answered", said, source)
+
+
+def _committed_past(reader: _Reader, calls: list[_Call], check: str) -> bool:
+    """Whether the turn changed state for good (a commit, a tag, a push) after ``check`` last failed.
+
+    The agent judged the failure not its request's (tests of cloned repositories, say) and
+    finished the work: the session completed, and the failing check stays an open item.
+    """
+    failure = reader.failing.get(check)
+    if failure is None:
+        return False
+    later = reader.order[failure.at + 1 :]
+    return any(state in later and state.result == "ok" and _publishes(state.command) for state in calls)
+
+
+def _publishes(command: str | None) -> bool:
+    """Whether a command line records work for good: ``git commit``, ``tag``, ``push``, ``merge``, ``gh release``."""
+    for words in shell_commands.parse(command).commands if command else []:
+        verbs = [word for word in words[1:] if not word.startswith("-")]
+        if words[0] == "git" and verbs[:1] and verbs[0] in ("commit", "tag", "push", "merge"):
+            return True
+        if words[0] == "gh" and verbs[:2] in (["pr", "create"], ["pr", "merge"], ["release", "create"]):
+            return True
+    return False
+
+
+def _asking(calls: list[_Call]) -> str | None:
+    """The question a turn's last call put to the user and got no answer to (Claude Code's ``AskUserQuestion``)."""
+    last = calls[-1] if calls else None
+    if last is None or last.call.name not in marks.QUESTION_TOOLS or last.result is not None:
+        return None
+    return marks.question_text(last.call.args)
+
+
+def _change_failed(calls: list[_Call]) -> _Call | None:
+    """The turn's last command that changes state (a commit, a push), when it failed: what was asked is not done.
+
+    A failing check is told on its own; this is the ``git commit`` a pre-commit hook refused.
+    A file written after it means work went on (the failed command was a scratch step).
+    """
+    changes = [state for state in calls if state.category == "state" and state.result in ("ok", "failed")]
+    if not changes or changes[-1].result != "failed":
+        return None
+    after = calls[calls.index(changes[-1]) + 1 :]
+    moved_on = any(state.call.name in WRITE_TOOLS and state.result == "ok" for state in after)
+    return None if moved_on else changes[-1]
 
 
 def _awaited(pending: list[_Call]) -> _Call | None:
@@ -563,6 +644,11 @@ def _awaited(pending: list[_Call]) -> _Call | None:
     calls = [state.polls or state for state in pending]
     changing = [state for state in calls if state.category != "read"]
     return changing[-1] if changing else calls[-1] if calls else None
+
+
+def _only_reads(state: _Call) -> bool:
+    """Whether a call only looks (``git diff --cached``, a Read): cut off, it leaves no work of its own undone."""
+    return state.category == "read" or state.call.name in READ_TOOLS or state.call.name in marks.SEARCH_TOOLS
 
 
 def _join(state: str, said: str) -> str:
@@ -578,12 +664,28 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     found: list[str] = []
     asks = reader.reading.asks
     final = next((ask for ask in asks if ask.turn is turn), None)
+    calls = [state for state in reader.order if reader.turns[state.turn] is turn]
+    change = _change_failed(calls)
     if ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") and final is not None:
         found.append(f"unfinished request: {final.text}")
-    waiting = _awaited([state for state in reader.order if state.result is None and reader.turns[state.turn] is turn])
-    if ending.kind == "stopped_mid_work" and waiting is not None:
+    elif change is not None and change.command is not None and final is not None:
+        failure = reader.failing.get(shell_commands.shown(change.command))
+        why = f" (`{clip(shell_commands.shown(change.command), 60)}` failed" + (
+            f": {failure.error})" if failure else ")"
+        )
+        found.append(f"unfinished request: {final.text}{why}")
+    waiting = _awaited(
+        [state for state in calls if state.result is None and state.call.name not in marks.QUESTION_TOOLS]
+    )
+    if ending.kind == "stopped_mid_work" and waiting is not None and not _only_reads(waiting):
         found.append(f"waiting on {marks.describe_call(waiting.call)} (started, no result)")
+    asking = _asking(calls)
+    if asking is not None:
+        found.append(f"asked the user, no answer yet: {clip(asking, 200)}")
+    named = shell_commands.shown(change.command) if change is not None and change.command is not None else None
     for command, failure in reader.failing.items():
+        if command == named:
+            continue  # told with the unfinished request
         if failure.category == "check" or not _moved_on(reader, failure):
             found.append(f"`{clip(command, 80)}` still failing: {failure.error}")
     found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
@@ -645,7 +747,8 @@ def _issues_created(reader: _Reader) -> list[str]:
 #: What a runner says when the tool it was asked for never started (exit 127, npx without the package).
 _NEVER_RAN = re.compile(
     r"command not found|could not determine executable to run|No such file or directory.{0,40}(?:exec|spawn)|"
-    r"^error: Script not found|is not recognized as an internal or external command",
+    r"^error: Script not found|is not recognized as an internal or external command|"
+    r"^error: unrecognized subcommand",
     re.IGNORECASE | re.MULTILINE,
 )
 #: Codex's unified exec: a command still running when its call returned, and one that has exited.

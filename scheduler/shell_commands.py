@@ -9,7 +9,7 @@ unwrapped, see `session_facts.shell_command`):
 - The line is split into simple commands at ``&&``, ``||``, ``;`` and ``|``; a ``\\``
   continuation joins lines, a heredoc's body is skipped. Words before the program that
   set variables (``FOO=1 cmd``) and wrappers (``sudo``, ``env``, ``time``, ``nohup``,
-  ``command``) are skipped; ``cd DIR`` only moves.
+  ``command``, ``rtk``) are skipped; ``cd DIR`` only moves.
 - **read**: every simple command is one of `READ_PROGRAMS` (or a read-only ``git``/``gh``
   subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``, an interpreter's
   inline code that prints and neither writes nor runs anything: ``python3 -c "...print(...)"``,
@@ -85,7 +85,8 @@ STATE_PROGRAMS = frozenset(
      "patch", "kill", "pkill", "apt", "apt-get", "brew", "dnf", "yum", "kubectl", "terraform", "unzip", "tar",
      "export"}
 )  # fmt: skip
-_WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout"})
+#: Programs that run the command after them: ``rtk`` (a proxy that trims output for agents: ``rtk git status``) too.
+_WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "rtk"})
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;"})
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _NOT_FILES = re.compile(r"^(?:/dev/(?:null|stdout|stderr|tty)|&?\d*|-)$")
@@ -477,6 +478,8 @@ def _gh_effects(rest: list[str]) -> list[Effect]:
 _TAIL_PIPE = re.compile(r"\s*(?:\|\s*(?:tail|head|grep|less|cat|tee)\b[^|]*)+$")
 _STDERR = re.compile(r"\s+2>&1\b|\s+2>/dev/null\b|\s+>\s*/dev/null\b")
 _CD_FIRST = re.compile(r"^\s*cd\s+\S+\s*(?:&&|;)\s*")
+#: A command piped into a filter: the line's exit status is the filter's, not the command's.
+_FILTERED = re.compile(r"\|\s*(?:tail|head|grep|less|cat|tee|sed|awk|sort|uniq|cut|wc)\b")
 
 
 def shown(command: str, limit: int = 100) -> str:
@@ -542,3 +545,38 @@ def commit_body(command: str, limit: int) -> str | None:
     lines = [line.strip(" -*") for line in found.group(2).splitlines()[1:] if line.strip(" -*")]
     body = [line for line in lines if not line.startswith(("Co-Authored-By", "🤖", "Generated with"))]
     return (body[0] if len(body[0]) <= limit else body[0][: limit - 1].rstrip() + "…") if body else None
+
+
+_OPTION_MESSAGE = re.compile(r"(?:^|\s)(?:-m|--message)[= ]\s*(?:\"([^\"]+)\"|'([^']+)')")
+#: git's line for a commit it made: ``[main 1a2b3c4] Subject`` (``(root-commit)`` for the first).
+_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
+
+
+def commit_made(command: str, output: str) -> tuple[str, str] | None:
+    """The short hash and subject of the commit a command's output shows it made, if any.
+
+    git prints ``[main 1a2b3c4] Subject``; with ``-q`` it prints nothing, and an agent then
+    often shows the commit with ``git log --oneline`` in the same line: the log line whose
+    subject is the commit message's first line is that commit.
+    """
+    found = _COMMIT_HASH.search(output)
+    if found is not None:
+        return found.group(1), found.group(2)
+    if "commit" not in command or "log" not in command:
+        return None
+    heredoc = _HEREDOC_BODY.search(command)
+    option = _OPTION_MESSAGE.search(command)
+    message = heredoc.group(2) if heredoc is not None else (option.group(1) or option.group(2)) if option else ""
+    subject = message.strip().splitlines()[0].strip() if message.strip() else ""
+    if not subject:
+        return None
+    logged = re.search(rf"^([0-9a-f]{{7,40}}) (?:\([^)]*\) )?({re.escape(subject)})\s*$", output, re.MULTILINE)
+    return (logged.group(1), logged.group(2)) if logged is not None else None
+
+
+def exit_hidden(command: str) -> bool:
+    """Whether a command line's exit status is not the command's own: piped into a filter (``| tail -20``).
+
+    Its outcome is then only in what it printed (see `session_facts.hidden_failure`).
+    """
+    return _FILTERED.search(command.replace("\\\n", " ").splitlines()[0] if command.strip() else "") is not None

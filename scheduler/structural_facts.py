@@ -16,11 +16,15 @@ Subjects, so that a later fact supersedes an earlier one about the same thing
 
 - ``file:PATH``, kind ``change``: "Created PATH" / "Edited PATH" / "Deleted PATH", from a
   write tool or from the shell ("Appended to PATH", "Moved A to B");
-- ``command:CHECK``, kind ``command``: "`CMD` passed (exit 0)" or "`CMD` failed (exit 1):
-  first error line", one subject per check whatever its arguments (``go test``, ``mise
-  run lint``: `shell_commands.family`), so only its last outcome is current; a pass after
-  a failure says so, with the failure's error and the files edited in between (what fixed
-  it); ``command:CMD`` for a state change that failed, or another command;
+- ``command:CHECK``, kind ``command``: "`CMD` passed (exit 0)" (with a test summary's
+  counts: ": 1244 passed, 0 failed") or "`CMD` failed (exit 1): first error line", one
+  subject per check whatever its arguments (``go test``, ``mise run lint``:
+  `shell_commands.family`), so only its last outcome is current; a pass after a failure
+  says so, with the failure's error and the files edited in between (what fixed it); a
+  command still running (Codex's "Process running with session ID N", a background shell)
+  "`CMD` started, still running when last seen" until the poll that sees it exit gives its
+  outcome; a failure its exit status hid (``| tail``, a wrapper) is read from its output;
+  ``command:CMD`` for a state change that failed, or another command;
 - ``branch:NAME``, ``git:...``, ``gh:...``, kind ``change``: "Renamed branch A to B",
   "Staged all changes (git add)", "Pushed origin main", "Opened PR \"TITLE\"";
 - ``commit:MESSAGE``, kind ``commit``: "Committed \"MESSAGE\"" (and the short hash git
@@ -47,18 +51,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
-from palimpsest.scheduler.agent_marks import describe_call, is_rejection, rejection_reason
+from palimpsest.scheduler.agent_marks import POLL_TOOLS, describe_call, is_rejection, rejection_reason
 from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
     ToolCall,
     clip,
     exit_status,
     first_error_line,
+    hidden_failure,
     path_arg,
     shell_command,
+    test_tally,
     tool_call,
 )
-from palimpsest.scheduler.shell_commands import category, commit_body, effects, family
+from palimpsest.scheduler.shell_commands import category, commit_body, commit_made, effects, family
 from palimpsest.scheduler.shell_commands import shown as shown_command
 
 #: Longest command shown in a fact (and used as its subject).
@@ -77,7 +83,13 @@ FIX_VALUE_CHARS = 80
 FAILED = " failed ("
 
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
-_COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
+#: A redirection left in a simple command's words (``pip install x 2>&1``): no package.
+_REDIRECTION = re.compile(r"^\d*[<>]|^&>")
+#: A command that has not exited: Codex's "Process running with session ID N", Claude Code's background shell.
+_RUNNING = re.compile(r"Process running with session ID (\d+)|Command running in background with ID")
+_EXITED = re.compile(r"Process exited with code -?\d+")
+#: Where a server it started listens, as it printed (``Local: http://127.0.0.1:5174/``).
+_SERVED = re.compile(r"https?://(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\])(?::\d+)?[/\w.-]*")
 #: Package managers' "add a dependency" commands: program, subcommand(s).
 _ADDERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pip", ("install",)),
@@ -110,6 +122,8 @@ class StructuralFact:
 class _Failure:
     error: str
     edited_since: list[str] = field(default_factory=list)
+    #: The command that failed, as shown; empty when the failure came from before these messages.
+    shown: str = ""
 
 
 @dataclass
@@ -138,6 +152,8 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
     failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
     tools: dict[str, list[tuple[ToolCall, str]]] = {}
     pending: dict[str, tuple[int, Message, ToolCall]] = {}
+    running: dict[str, tuple[Message, ToolCall]] = {}  # Codex commands still running, by their session id
+    waiting: dict[str, list[StructuralFact]] = {}  # their "started" facts, kept for those no poll settles
     for index, message in enumerate(messages):
         call = tool_call(message)
         if call is not None:
@@ -148,8 +164,22 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
             continue
         if message.role is Role.tool or message.metadata.get("kind") == "tool_result":
             found = pending.pop(message.tool_call_id or "", None)
-            if found is not None:
-                facts += _result_facts(found[2], found[1], message, failures, tools)
+            if found is None:
+                continue
+            polled = running.get(str(found[2].args.get("session_id", ""))) if found[2].name in POLL_TOOLS else None
+            if polled is not None:  # a poll of a command still running: its exit is that command's outcome
+                if _EXITED.search(message.content[:400]) is not None:
+                    del running[str(found[2].args.get("session_id", ""))]
+                    if "\x03" not in str(found[2].args.get("chars", "")):  # not the agent stopping it (a server)
+                        facts += _result_facts(polled[1], polled[0], message, failures, tools)
+                continue
+            started = _RUNNING.search(message.content[:400])
+            if started is not None and started.group(1) and _EXITED.search(message.content[:400]) is None:
+                running[started.group(1)] = (found[1], found[2])
+                waiting[started.group(1)] = _result_facts(found[2], found[1], message, failures, tools)
+                continue  # "started" only if no poll below settles it
+            facts += _result_facts(found[2], found[1], message, failures, tools)
+    facts += [fact for session, started_facts in waiting.items() if session in running for fact in started_facts]
     settled = min((index for index, *_ in pending.values()), default=len(messages))
     return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
 
@@ -252,28 +282,37 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
         return []
     code, body = exit_status(result.content)
     failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
+    hidden = None if failed else hidden_failure(command, body)
     lines = command.replace("\\\n", " ").strip().splitlines()
     shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
     subject = f"command:{family(command) if kind == 'check' else shown}"
     sources = (call.id, result.id)
-    status = f"exit {code}" if code is not None else ("error" if failed else "ok")
+    if _RUNNING.search(result.content[:400]) is not None and _EXITED.search(result.content[:400]) is None:
+        served = _SERVED.search(body)
+        at = f" at {served.group(0)}" if served is not None else ""
+        return [StructuralFact(f"`{shown}` started{at}, still running when last seen", "command", subject, sources)]
+    status = f"exit {code}" if code is not None else ("error" if failed or hidden else "ok")
     facts: list[StructuralFact] = []
-    if failed:
-        error = first_error_line(body)
-        failures[subject] = _Failure(error)
+    if failed or hidden:
+        error = hidden or first_error_line(body)
+        failures[subject] = _Failure(error, shown=shown)
         facts.append(StructuralFact(f"`{shown}`{FAILED}{status}): {error}", "command", subject, sources))
         return facts
     failure = failures.pop(subject, None)
     text = f"`{shown}` passed ({status})"
-    if failure is not None:
-        text += f" after failing with: {failure.error}"
+    tally = test_tally(body) if kind == "check" else None
+    text += f": {tally}" if tally else ""
+    if failure is not None:  # the check failed run another way (`rtk bun run test`, `npx tsc`): name that way
+        other = failure.shown and failure.shown.split()[0] != shown.split()[0]
+        before = f" after `{failure.shown}` failed with" if other else ""
+        text += f"{before or ' after failing with'}: {failure.error}"
         if failure.edited_since:
             text += "; fixed by editing " + ", ".join(failure.edited_since[:FIX_FILES])
     if kind != "state" or failure is not None:
         facts.append(StructuralFact(text, "command", subject, sources))
     facts += [StructuralFact(effect.text, "change", effect.subject, sources) for effect in effects(command)]
     for words in _pipeline(command):
-        facts += _effects(words, body, sources, commit_body(command, BODY_CHARS))
+        facts += _effects(words, body, sources, commit_body(command, BODY_CHARS), command)
     return facts
 
 
@@ -292,17 +331,22 @@ def _pipeline(command: str) -> list[list[str]]:
     return parts
 
 
-def _effects(words: list[str], output: str, sources: tuple[str, ...], body: str | None) -> list[StructuralFact]:
-    """A commit (and its body's first line), added dependencies or a setting that one successful command made."""
+def _effects(
+    words: list[str], output: str, sources: tuple[str, ...], body: str | None, whole: str
+) -> list[StructuralFact]:
+    """A commit (and its body's first line), added dependencies or a setting that one successful command made.
+
+    ``whole`` is the command line ``words`` is part of: a quiet commit's hash is in the ``git log`` after it.
+    """
     program, rest = words[0].rsplit("/", 1)[-1], words[1:]
     if program == "git" and rest[:1] == ["commit"]:
         message = _option(rest, ("-m", "--message"))
-        found = _COMMIT_HASH.search(output)
+        found = commit_made(whole, output)
         if message and message.strip(" \"'").startswith("$(") and found is not None:
-            message = found.group(2)  # a message from a heredoc: git printed its first line
+            message = found[1]  # a message from a heredoc: git printed its first line
         if message:
             first = clip(message.splitlines()[0], COMMAND_CHARS)
-            at = f" as {found.group(1)}" if found else ""
+            at = f" as {found[0]}" if found else ""
             why = f": {body}" if body else ""
             return [StructuralFact(f'Committed "{first}"{at}{why}', "commit", f"commit:{first}", sources)]
         return []
@@ -318,7 +362,7 @@ def _effects(words: list[str], output: str, sources: tuple[str, ...], body: str 
         program, rest = "pip", rest[2:]
     for adder, verbs in _ADDERS:
         if program == adder and rest[:1] and rest[0] in verbs:
-            names = [word for word in rest[1:] if not word.startswith("-") and not word.startswith(".")]
+            names = [word for word in rest[1:] if not word.startswith(("-", ".")) and not _REDIRECTION.match(word)]
             if program in ("pip", "pip3") and "-r" in rest:
                 names = []
             return [

@@ -14,7 +14,9 @@ import pytest
 from palimpsest.scheduler.facts import extract_from_text
 from palimpsest.scheduler.shell_commands import category, effects, families, family
 from palimpsest.scheduler.structural_facts import StructuralFact, structural_facts
-from tests.support.session_shapes import CWD, Claude, messages_of
+from palimpsest.server.agents.codex.transcript import parse_codex
+from tests.support.agent_sessions import stored
+from tests.support.session_shapes import CWD, Claude, Codex, messages_of
 
 
 def facts(session: Claude) -> list[StructuralFact]:
@@ -58,6 +60,10 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("gh api repos/acme/tool/contents/package.json --jq '.content' | base64 -d | sed -n '1,40p'", "read"),
         ('bun -e "console.log(typeof Bun.semver)"', "read"),
         ("npx --yes biome check .", "check"),
+        # ``rtk`` runs the command after it, its output trimmed (PackmindHub/context-evaluator checkpoints).
+        ("rtk git status", "read"),
+        ("rtk git log --oneline -5", "read"),
+        ("rtk bun run test 2>&1 | tail -20", "check"),
     ],
 )
 def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
@@ -189,4 +195,77 @@ def test_progress_narration_is_no_fact_whatever_its_apostrophe() -> None:
     )
     assert [fact.text for fact in extract_from_text(reply)] == [
         "Tags created with `GITHUB_TOKEN` do not trigger the separate `publish.yml` workflow."
+    ]
+
+
+def test_a_check_says_its_counts_and_one_behind_a_filter_is_judged_by_its_output(tmp_path: Path) -> None:
+    # bun's summary lines (PackmindHub/context-evaluator), pytest's (codyborders/pup-mcp); ``| tail`` hides the
+    # exit status, so the output tells: an error first, or a summary counting failures.
+    s = Claude(tmp_path, "t1t1-counts")
+    s.ask("Make the tests pass")
+    s.bash(
+        "bun run test 2>&1",
+        "$ bun test src/\n\n 1244 pass\n 0 fail\n 2695 expect() calls\nRan 1244 tests across 56 files.",
+    )
+    s.bash("python -m pytest tests/ -q 2>&1 | tail -3", "........\n202 passed in 3.10s")
+    s.bash("rtk bun run lint 2>&1 | tail -20", "error: unrecognized subcommand 'bun'\n\nUsage: rtk [OPTIONS] <COMMAND>")
+    s.bash("bun test src/ 2>&1 | tail -4", " 1606 pass\n 24 fail\n 16 errors\nRan 1630 tests across 96 files.")
+    s.bash("pip install respx pytest-asyncio 2>&1 | tail -1", "Successfully installed respx-0.22.0")
+    s.bash("bun run lint 2>&1", "$ biome check --error-on-warnings\nChecked 282 files in 156ms. No fixes applied.")
+    texts = [fact.text for fact in facts(s)]
+    assert texts == [
+        "`bun run test` passed (ok): 1244 passed, 0 failed",
+        "`python -m pytest tests/ -q` passed (ok): 202 passed",
+        "`rtk bun run lint` failed (error): error: unrecognized subcommand 'bun'",
+        "`bun test src/` failed (error): 1606 passed, 24 failed",
+        "Added dependency respx (pip install)",
+        "Added dependency pytest-asyncio (pip install)",
+        # The same check run another way passes: the way that failed is named, a lesson for the next session.
+        "`bun run lint` passed (ok) after `rtk bun run lint` failed with: error: unrecognized subcommand 'bun'",
+    ]
+
+
+def test_a_quiet_commit_is_named_by_the_log_line_after_it_and_a_server_still_running_did_not_pass(
+    tmp_path: Path,
+) -> None:
+    # ``git commit -q ... && git log --oneline`` (Nishanth-sebastin/eagerminds-bookmarks); a dev server started in
+    # the background (Claude Code's "Command running in background with ID").
+    s = Claude(tmp_path, "q2q2-quiet")
+    s.ask("Scaffold the app and commit")
+    s.bash(
+        "git commit -q -m \"$(cat <<'EOF'\nfeat: scaffold the app (Phase 1)\n\nPin the Turbopack root.\nEOF\n)\" "
+        "&& git log --oneline -3",
+        "54b89a5 feat: scaffold the app (Phase 1)\n7b3a10c docs: add build plan",
+    )
+    s.tool(
+        "Bash", {"command": "npm run dev", "run_in_background": True}, "Command running in background with ID: bash_1"
+    )
+    texts = [fact.text for fact in facts(s)]
+    assert texts == [
+        'Committed "feat: scaffold the app (Phase 1)" as 54b89a5: Pin the Turbopack root.',
+        "`npm run dev` started, still running when last seen",
+    ]
+
+
+def test_a_codex_dev_server_still_running_is_started_not_passed_and_a_poll_settles_a_check(tmp_path: Path) -> None:
+    # Codex 0.140's unified exec (blackgirlbytes/planetfall-seed-signalkit, EntityProcess/agentv): a command answers
+    # "Process running with session ID N"; ``npm run dev`` prints where it listens and no poll sees it exit, while
+    # the ``write_stdin`` poll that sees ``bun run typecheck`` exit gives that check its outcome.
+    rollout = Codex()
+    rollout.message("user", "Show me level 2 in the browser")
+    rollout.exec(
+        "c1",
+        "npm run dev -- --host 127.0.0.1",
+        "VITE v5.4.21 ready\n  Local:   http://127.0.0.1:5174/",
+        None,
+        session=70191,
+    )
+    rollout.exec("c2", "bun run typecheck", "$ tsc --noEmit", None, session=9969)
+    rollout.poll("c3", 9969, "Found 0 errors.", 0)
+    transcript = parse_codex(rollout.write(tmp_path / "rollout.jsonl"), partition="codex")
+    found = structural_facts(stored([m for batch in transcript.batches for m in batch.messages], partition="codex"))
+    # Settled in the same messages, the check is told once, by its outcome.
+    assert [fact.text for fact in found.facts] == [
+        "`bun run typecheck` passed (exit 0)",
+        "`npm run dev -- --host 127.0.0.1` started at http://127.0.0.1:5174/, still running when last seen",
     ]

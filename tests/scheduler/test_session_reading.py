@@ -431,3 +431,101 @@ def test_an_interrupted_plan_says_what_came_next_and_scratch_files_are_no_change
         "then I'll rewrite the copy and render the leaderboard"
     )
     assert reading.changed == {} and reading.did == []  # a /tmp folder and a branch listing changed nothing
+
+
+def test_a_question_put_last_waits_on_the_user_and_a_commit_a_wrapper_failed_is_not_done(tmp_path: Path) -> None:
+    # Shapes of PackmindHub/context-evaluator's checkpoints (20/b41b43efc7): ``rtk`` prints "FAILED: git commit"
+    # and exits 0, then the agent's last act is an ``AskUserQuestion`` the session ends before answering.
+    s = Claude(tmp_path, "q1q1-ask-last")
+    s.ask("Remove the Export button in the ledger view")
+    s.tool("Edit", {"file_path": f"{CWD}/ui/Ledger.tsx", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("bun run test 2>&1 | tail -3", " 41 pass\n 0 fail\nRan 41 tests across 6 files.")
+    s.ask("commit")
+    s.bash(
+        "rtk git add ui/Ledger.tsx && rtk git commit -m 'Remove the Export button'",
+        "ok ✓ 1 file changed, 2 deletions(-)\nFAILED: git commit\n$ tsc --noEmit\nerror TS2307: Cannot find module",
+    )
+    s.bash("rtk git status", "Staged: 1 files")
+    s.call(
+        "AskUserQuestion",
+        {"questions": [{"question": "The hook's typecheck fails on generated files. Commit with --no-verify?",
+                        "options": [{"label": "Yes, use --no-verify"}, {"label": "No, leave it staged"}]}]},
+    )  # fmt: skip
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "failed"
+    assert "asked the user: The hook's typecheck fails on generated files." in reading.ending.conclusion
+    assert reading.open_items == [
+        "unfinished request: commit (`rtk git add ui/Ledger.tsx && rtk git commit -m 'Remove the…` failed: "
+        "FAILED: git commit)",
+        "asked the user, no answer yet: The hook's typecheck fails on generated files. Commit with --no-verify? "
+        "(Yes, use --no-verify / No, leave it staged)",
+    ]
+
+
+def test_a_plan_command_the_prompt_repeats_is_one_request_and_a_rejected_plan_is_named(tmp_path: Path) -> None:
+    # Claude Code plan mode (PackmindHub/context-evaluator 95/cc2ca9e65d): ``/plan ARGS`` with its arguments cut
+    # short, the full prompt after it (a typo fixed), then ``ExitPlanMode`` rejected and the request interrupted.
+    s = Claude(tmp_path, "p1p1-plan")
+    s.command("plan", "I've added the logos for claude and cursr in assets/agents/ . Update them in")
+    s.ask("I've added the logos for claude and cursor in assets/agents/ . Update them in the Context tab.")
+    s.tool("Write", {"file_path": "/home/grace/.claude/plans/brisk-otter.md", "content": "# Plan"}, "File created")
+    s.reject("ExitPlanMode", {"plan": "# Plan: Add Agent Logos to the Context Tab\n\n## Context\nThe logos..."})
+    reading = read(s)
+    assert asks(reading) == [
+        ("prompt", "I've added the logos for claude and cursor in assets/agents/ . Update them in the Context tab.")
+    ]
+    assert reading.ending is not None and reading.ending.kind == "tool_rejected"
+    assert reading.ending.conclusion.startswith(
+        "the user rejected ExitPlanMode (plan: Add Agent Logos to the Context Tab)"
+    )
+
+
+def test_a_session_cut_off_while_only_looking_leaves_the_request_open_not_the_look(tmp_path: Path) -> None:
+    # PackmindHub/context-evaluator 5e/d6fd664d05: "commit this", then the transcript ends on ``git diff --cached``.
+    s = Claude(tmp_path, "c1c1-cut-read")
+    s.ask("Wrap the hook's return value in useMemo")
+    s.tool("Edit", {"file_path": f"{CWD}/hooks/useApi.ts", "old_string": "a", "new_string": "b"}, "updated")
+    s.say("Wrapped the returned object in `useMemo`.")
+    s.ask("commit this")
+    s.bash("git status", "Changes not staged for commit:")
+    s.call("Bash", {"command": "git diff --cached -- hooks/useApi.ts"})
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    assert reading.open_items == ["unfinished request: commit this"]
+
+
+def test_a_release_committed_past_a_failing_check_is_completed_and_the_check_stays_open(tmp_path: Path) -> None:
+    # PackmindHub/context-evaluator 17/252607bde7: the tests fail on cloned repositories (output behind ``| tail``),
+    # the agent commits with --no-verify and tags the release.
+    s = Claude(tmp_path, "r1r1-release")
+    s.ask("Create the release 0.3.0, changelog first")
+    s.tool("Edit", {"file_path": f"{CWD}/CHANGELOG.md", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash(
+        "bun run test 2>&1 | tail -4",
+        "error: Cannot find module 'react' from 'tmp/clones/x/a.test.tsx'\n 40 pass\n 2 fail\nRan 42 tests",
+    )
+    s.bash("git add CHANGELOG.md && git commit --no-verify -m 'Release 0.3.0'", "[main 19729ce] Release 0.3.0")
+    s.bash("git tag release/0.3.0", "")
+    s.say("Released 0.3.0: changelog updated, commit 19729ce, tag `release/0.3.0`.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.open_items == [
+        "`bun run test` still failing: error: Cannot find module 'react' from 'tmp/clones/x/a.test.tsx'"
+    ]
+
+
+def test_a_plan_handed_over_is_named_by_its_title(tmp_path: Path) -> None:
+    # Claude Code's plan-mode handoff (PackmindHub/context-evaluator, Ri5ha6h/tan-mapper-app): a new session's
+    # first prompt is "Implement the following plan:" and the whole plan, sections and all.
+    s = Claude(tmp_path, "h1h1-handoff")
+    s.ask(
+        "Implement the following plan:\n\n# Plan: Add a Confirmation Modal Before Export\n\n## Context\n"
+        "When users click Export the job starts at once.\n\n## Changes\n\n1. Import the Modal component"
+    )
+    s.tool("Edit", {"file_path": f"{CWD}/ui/Export.tsx", "old_string": "a", "new_string": "b"}, "updated")
+    s.say("Export now asks for confirmation first.")
+    s.ask("I got these errors:\n# from the build log\nerror TS2307: Cannot find module")
+    assert [text for _, text in asks(read(s))] == [
+        "Implement the following plan: Add a Confirmation Modal Before Export",
+        "I got these errors: from the build log error TS2307: Cannot find module",
+    ]

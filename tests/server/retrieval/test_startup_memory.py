@@ -345,7 +345,7 @@ def test_a_call_whose_result_comes_later_is_read_with_it(tmp_path: Path, split: 
     texts = sorted((fact.valid_until is None, fact.text) for fact in facts_of(url))
     assert texts == [
         (False, "`pytest -q` failed (exit 1): FAILED tests/test_a.py::test_x"),
-        (True, "`pytest -q` passed (ok) after failing with: FAILED tests/test_a.py::test_x"),
+        (True, "`pytest -q` passed (ok): 3 passed after failing with: FAILED tests/test_a.py::test_x"),
     ]
 
 

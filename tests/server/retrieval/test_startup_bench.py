@@ -1,0 +1,42 @@
+"""How ``bench/startup.py`` judges a memory's noise: a read-only command presented as a fact.
+
+The benchmark needs real sessions kept outside the repository, so it is run by hand; its
+judge needs none, and a judge that misreads a line misstates every table made with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import startup
+
+
+@pytest.mark.parametrize(
+    ("command", "read_only"),
+    [
+        ("git status", True),
+        ("git status && git diff --stat", True),
+        ("cd /repo && git log --oneline | head -5", True),
+        ("rtk git log --oneline -5", True),  # a wrapper that runs the command after it
+        ("git status && rm -rf build", False),  # judged by each part, not by the first
+        ("ls && npm install left-pad", False),
+        ("bun run test 2>&1 | tail -20", False),
+        ("grep -n foo a.py; sed -i 's/a/b/' a.py", False),
+    ],
+)
+def test_a_compound_command_is_read_only_when_each_part_is(command: str, read_only: bool) -> None:
+    assert startup.read_only(command) is read_only
+
+
+def test_noise_counts_read_only_commands_given_as_facts_and_bare_headings_as_open_items() -> None:
+    memory = "\n".join(
+        [
+            "- Facts:",
+            "  - `rtk git status` passed (ok)",
+            "  - `git status && git push origin main` passed (ok)",
+            "- Still open:",
+            "  - Key improvements:",
+            "  - unfinished request: commit",
+        ]
+    )
+    assert startup.noise(memory) == ["- `rtk git status` passed (ok)", "open item: Key improvements:"]
