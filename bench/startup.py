@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import regex
 from rich.console import Console
 from rich.table import Table
 
@@ -67,7 +68,7 @@ OPEN_CUE = re.compile(
 #: A command that only reads (a listing, a status, a search): no fact, whatever its outcome.
 READ_ONLY = re.compile(
     r"^(ls|ll|cat|bat|head|tail|wc|pwd|find|fd|grep|egrep|rg|ag|tree|stat|du|df|which|echo|nl|awk|jq|whoami|"
-    r"printenv|realpath|sed -n|"
+    r"printenv|realpath|sed|"
     r"git (status|log|diff|show|branch|remote|rev-parse|ls-files|ls-tree|blame|describe|reflog|tag --list)|"
     r"gh (pr|issue|run|repo) (view|list|diff|checks|status)|gh api)\b"
 )
@@ -179,13 +180,33 @@ PARTS = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
 WRAPPER = re.compile(r"^(?:(?:sudo|env|time|nohup|nice|timeout|stdbuf|rtk|command)\b(?:\s+-\S+)*(?:\s+\d+[smh]?)?\s+)+")
 
 
+#: The shell's own words before a command (``while read pr; do gh pr view "$pr"; done``).
+KEYWORD = re.compile(r"^(?:(?:do|then|else|elif|if|while|until|!)\s+)+")
+#: Parts of a loop or condition that run nothing: ``done``, ``read pr``, ``for f in *.py``.
+NEUTRAL = re.compile(r"^(?:done|fi|esac|true|:|read(?:\s+-\w+)*\s+\w+|for\s+\w+\s+in\b.*|cd(?:\s.*)?)$")
+
+
+#: `READ_ONLY` for a command the memory cut off (``gh pr vie…``): matched as a prefix of one.
+READ_ONLY_PREFIX = regex.compile(READ_ONLY.pattern)
+
+
 def read_only(command: str) -> bool:
-    """Whether every simple command of a line only reads (``cd``, and wrappers such as ``rtk``, skipped)."""
-    if not command or command.endswith("…"):
-        command = command.rstrip("… ")
-    parts = [WRAPPER.sub("", part.strip()) for part in PARTS.split(command) if part.strip()]
-    parts = [part for part in parts if not re.match(r"^cd(\s|$)", part)]
-    return bool(parts) and all(READ_ONLY.match(part) and not WRITES.match(part) for part in parts)
+    """Whether every simple command of a line only reads (``cd``, a loop's words, wrappers such as ``rtk``, skipped).
+
+    A line the memory cut off ends in ``…``: its last, cut command reads when what is
+    left of it could begin a read (``gh pr vie``), since the rest of it was not shown.
+    """
+    cut = command.endswith("…")
+    command = command.rstrip("… ")
+    parts = [KEYWORD.sub("", WRAPPER.sub("", part.strip())) for part in PARTS.split(command) if part.strip()]
+    parts = [part for part in parts if not NEUTRAL.match(part)]
+
+    def reads(part: str, last: bool) -> bool:
+        if WRITES.match(part):
+            return False
+        return bool(READ_ONLY.match(part) or (cut and last and READ_ONLY_PREFIX.match(part, partial=True)))
+
+    return bool(parts) and all(reads(part, index == len(parts) - 1) for index, part in enumerate(parts))
 
 
 def noise(memory: str) -> list[str]:

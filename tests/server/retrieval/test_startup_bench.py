@@ -22,6 +22,13 @@ from bench import startup
         ("ls && npm install left-pad", False),
         ("bun run test 2>&1 | tail -20", False),
         ("grep -n foo a.py; sed -i 's/a/b/' a.py", False),
+        # A loop of reads reads: the shell's words (while, do, done, read VAR) run nothing.
+        ("git log --merges | grep -o '#[0-9]*' | sed 's/#//' | while read pr; do gh pr view \"$pr\"; done", True),
+        ('for f in *.orig; do rm "$f"; done', False),
+        ("if [ -f x ]; then cat x; fi", False),  # a test the judge cannot read: not counted as a read
+        # A line the memory cut off: its cut last command by what is left of it.
+        ("git log --oneline | while read c; do gh pr vie…", True),
+        ("git status && rm -rf bu…", False),
     ],
 )
 def test_a_compound_command_is_read_only_when_each_part_is(command: str, read_only: bool) -> None:
