@@ -9,7 +9,9 @@ unwrapped, see `session_facts.shell_command`):
 - The line is split into simple commands at ``&&``, ``||``, ``;`` and ``|``; a ``\\``
   continuation joins lines, a heredoc's body is skipped. Words before the program that
   set variables (``FOO=1 cmd``) and wrappers (``sudo``, ``env``, ``time``, ``nohup``,
-  ``command``, ``rtk``) are skipped; ``cd DIR`` only moves.
+  ``command``, ``rtk``) are skipped; ``cd DIR`` only moves. In a loop or condition the
+  shell's own words (``while``, ``do``, ``then``) are skipped too, and its head and end
+  (``for f in ...``, ``read pr``, ``done``) run nothing: a loop of reads reads.
 - **read**: every simple command is one of `READ_PROGRAMS` (or a read-only ``git``/``gh``
   subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``, an interpreter's
   inline code that prints and neither writes nor runs anything: ``python3 -c "...print(...)"``,
@@ -87,6 +89,10 @@ STATE_PROGRAMS = frozenset(
 )  # fmt: skip
 #: Programs that run the command after them: ``rtk`` (a proxy that trims output for agents: ``rtk git status``) too.
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "rtk"})
+#: The shell's words before a command in a loop or condition (``while read pr; do gh pr view "$pr"; done``).
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!"})
+#: Simple commands of a loop or condition that run nothing of their own: its head and its end.
+_SHELL_STEPS = frozenset({"for", "read", "done", "fi", "esac", "true", ":"})
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;"})
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _NOT_FILES = re.compile(r"^(?:/dev/(?:null|stdout|stderr|tty)|&?\d*|-)$")
@@ -181,6 +187,8 @@ def _program_first(words: list[str]) -> list[str]:
         word = words[index]
         if "=" in word and not word.startswith(("-", "=")) and re.match(r"^[A-Za-z_]\w*=", word):
             index += 1
+        elif word in _KEYWORDS:
+            index += 1
         elif word.rsplit("/", 1)[-1] in _WRAPPERS:
             index += 1
             while index < len(words) and words[index].startswith("-"):
@@ -232,7 +240,7 @@ def _category(words: list[str]) -> Category:
         return _category(inner) if inner else "read"
     if program == "sort" and any(word.startswith("-o") for word in rest):
         return "state"
-    if program in READ_PROGRAMS or _inline_read(program, rest):
+    if program in READ_PROGRAMS or program in _SHELL_STEPS or _inline_read(program, rest):
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
@@ -367,7 +375,26 @@ def effects(command: str) -> list[Effect]:
         verb = "Appended to" if appended else "Wrote"
         found.append(Effect(f"{verb} {path}", f"file:{path}", ((path, "edited" if appended else "written"),)))
     scratch = _scratch_names(command)
-    return [effect for effect in found if not effect.files or not all(scratch(path) for path, _ in effect.files)]
+    looped = _loop_names(parsed)
+    return [
+        effect
+        for effect in found
+        if not (effect.files and all(scratch(path) for path, _ in effect.files)) and not looped(effect.text)
+    ]
+
+
+def _loop_names(parsed: Parsed) -> Callable[[str], bool]:
+    """Whether a text names a loop's variable (``for f in ...; do rm "$f"``): it names no one file.
+
+    The loop's words name the files (``*.orig``), not the body's ``$f``; a fact saying
+    "Deleted $f" would tell a later session nothing it could use.
+    """
+    names = {words[1] for words in parsed.commands if words[0] == "for" and len(words) > 1}
+    names |= {word for words in parsed.commands if words[0] == "read" for word in words[1:] if not word.startswith("-")}
+    if not names:
+        return lambda text: False
+    pattern = re.compile(r"\$\{?(?:" + "|".join(re.escape(name) for name in sorted(names)) + r")\b")
+    return lambda text: pattern.search(text) is not None
 
 
 #: Where scratch files go: the system's temporary folders, named or through ``$TMPDIR``.

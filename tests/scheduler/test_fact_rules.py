@@ -64,6 +64,11 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("rtk git status", "read"),
         ("rtk git log --oneline -5", "read"),
         ("rtk bun run test 2>&1 | tail -20", "check"),
+        # Loops of reads (a Codex rollout of EntityProcess/agentv reads five workflows in one).
+        ("for f in publish.yml deploy.yml; do echo '---' $f; gh api repos/acme/tool/contents/$f; done", "read"),
+        ("git log --merges --format=%s | grep -o '#[0-9]*' | while read pr; do gh pr view \"$pr\"; done", "read"),
+        ("for f in *.orig; do rm \"$f\"; done", "state"),
+        ("while true; do curl -s localhost:3000/health; sleep 1; done", "other"),
     ],
 )
 def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
@@ -92,6 +97,9 @@ def test_state_changes_are_named_by_what_they_did() -> None:
     body = 'BODY=$(mktemp "${TMPDIR:-/tmp}/pr.XXXXXX") && cat > "$BODY" <<\'EOF\'\nSummary\nEOF\n'
     body += "gh pr create --draft --base main"
     assert [e.text for e in effects(body)] == ["Opened PR"]
+    # A loop's variable names no file: "Deleted $f" would tell a later session nothing.
+    assert effects('for f in *.orig; do rm "$f"; done') == effects("for f in a b; do git add $f; done") == []
+    assert [e.text for e in effects("for f in a b; do echo $f; done > list.txt")] == ["Wrote list.txt"]
 
 
 def test_no_fact_of_a_read_only_command_and_a_state_change_by_its_effect(tmp_path: Path) -> None:
