@@ -67,7 +67,7 @@ def facts(session: Claude) -> list[StructuralFact]:
         # Loops of reads (a Codex rollout of EntityProcess/agentv reads five workflows in one).
         ("for f in publish.yml deploy.yml; do echo '---' $f; gh api repos/acme/tool/contents/$f; done", "read"),
         ("git log --merges --format=%s | grep -o '#[0-9]*' | while read pr; do gh pr view \"$pr\"; done", "read"),
-        ("for f in *.orig; do rm \"$f\"; done", "state"),
+        ('for f in *.orig; do rm "$f"; done', "state"),
         ("while true; do curl -s localhost:3000/health; sleep 1; done", "other"),
     ],
 )
