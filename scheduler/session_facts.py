@@ -120,6 +120,36 @@ class ToolCall:
     raw: str
 
 
+#: Tools that keep the session's plan: the whole list a call (`todo_list`), or one task a call (`TaskList`).
+TODO_TOOLS = frozenset({"TodoWrite", "update_plan", "TaskCreate", "TaskUpdate"})
+
+
+@dataclass
+class TaskList:
+    """Claude Code's task list as its ``TaskCreate`` and ``TaskUpdate`` calls build it.
+
+    Newer Claude Code keeps its plan with these instead of ``TodoWrite``: each call creates
+    one task (``subject``), numbered #1, #2, ... in the order created, or changes one by
+    ``taskId`` (``status``: pending, in_progress, completed, deleted). The list a new
+    session needs is their sum, so it is kept here call by call.
+    """
+
+    tasks: dict[str, list[str]] = field(default_factory=dict)
+
+    def apply(self, name: str, args: dict[str, Any]) -> list[tuple[str, bool]] | None:
+        """The whole list after a task call, each item with whether it is done; None for another call."""
+        subject, status = args.get("subject"), args.get("status")
+        if name == "TaskCreate" and isinstance(subject, str):
+            self.tasks[str(len(self.tasks) + 1)] = [subject, "pending"]
+        elif name == "TaskUpdate" and str(args.get("taskId")) in self.tasks:
+            task = self.tasks[str(args.get("taskId"))]
+            task[0] = subject if isinstance(subject, str) else task[0]
+            task[1] = status if isinstance(status, str) else task[1]
+        else:
+            return None
+        return [(text, state in ("completed", "done")) for text, state in self.tasks.values() if state != "deleted"]
+
+
 @dataclass
 class SessionFacts:
     """What a run of messages did, as far as its structure says."""
@@ -131,6 +161,7 @@ class SessionFacts:
     failures: list[Failure] = field(default_factory=list)
     todo_open: list[str] = field(default_factory=list)
     todo_done: list[str] = field(default_factory=list)
+    tasks: TaskList = field(default_factory=TaskList)
     background: list[str] = field(default_factory=list)
     #: The latest test-run line of a shell result (``3 failed, 40 passed in 2.1s``).
     test_state: str | None = None
@@ -250,6 +281,7 @@ def _record_call(facts: SessionFacts, call: ToolCall) -> str | None:
         _patched(facts, call.raw if not args else str(args.get("input", "")))
         return None
     todos = todo_list(name, args)
+    todos = facts.tasks.apply(name, args) if todos is None else todos
     if todos is not None:
         facts.todo_open = [clip(text, _COMMAND_CHARS) for text, done in todos if not done]
         facts.todo_done = [clip(text, _COMMAND_CHARS) for text, done in todos if done]

@@ -57,7 +57,9 @@ from palimpsest.scheduler import reply_text, shell_commands
 from palimpsest.scheduler.session_facts import (
     READ_TOOLS,
     SHELL_TOOLS,
+    TODO_TOOLS,
     WRITE_TOOLS,
+    TaskList,
     ToolCall,
     clip,
     exit_status,
@@ -183,6 +185,7 @@ class _Reader:
         self.calls: dict[str, _Call] = {}
         self.order: list[_Call] = []
         self.todos: list[tuple[str, bool]] = []
+        self.tasks = TaskList()
         self.todo_at = -1
         self.last_reply: Message | None = None
         self.pending_command: Ask | None = None
@@ -281,6 +284,7 @@ class _Reader:
     def call(self, message: Message, call: ToolCall) -> None:
         self.reading.tool_calls += 1
         todos = todo_list(call.name, call.args)
+        todos = self.tasks.apply(call.name, call.args) if todos is None else todos
         if todos is not None:
             self.todos, self.todo_at = todos, len(self.order)
         state = _Call(call, message, len(self.turns) - 1, result="ok" if todos is not None else None)
@@ -338,7 +342,7 @@ class _Reader:
         if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):
             state.category = "other"  # the tool never started: no check of the project failed
         state.result = "failed" if failed else "ok"
-        if todo_list(state.call.name, state.call.args) is None:
+        if state.call.name not in TODO_TOOLS:
             self.turn.last = "result"
         found = _ISSUE_KEY.search(message.content[:2000])
         if found is not None:
@@ -810,10 +814,7 @@ def _moved_on(reader: _Reader, failure: _Failure) -> bool:
     failed (a cleanup, a look into the module cache) and was followed by calls that worked
     is not what the next session has to fix.
     """
-    return any(
-        state.result == "ok" and todo_list(state.call.name, state.call.args) is None
-        for state in reader.order[failure.at + 1 :]
-    )
+    return any(state.result == "ok" and state.call.name not in TODO_TOOLS for state in reader.order[failure.at + 1 :])
 
 
 def _current(text: str, ending: Ending, reader: _Reader) -> bool:

@@ -529,3 +529,22 @@ def test_a_plan_handed_over_is_named_by_its_title(tmp_path: Path) -> None:
         "Implement the following plan: Add a Confirmation Modal Before Export",
         "I got these errors: from the build log error TS2307: Cannot find module",
     ]
+
+
+def test_claude_code_task_tools_are_the_todo_list_one_task_a_call(tmp_path: Path) -> None:
+    # Newer Claude Code keeps its plan with TaskCreate / TaskUpdate, one task a call, numbered
+    # in the order created ("Task #1 created successfully: ..."), as in entireio/cli's checkpoints.
+    s = Claude(tmp_path, "tttt-tasks")
+    s.ask("Store the transcript path in the checkpoint metadata")
+    for number, subject in enumerate(("Add TranscriptPath to the metadata", "Use it on restore", "Run the tests"), 1):
+        s.tool(
+            "TaskCreate", {"subject": subject, "activeForm": subject}, f"Task #{number} created successfully: {subject}"
+        )
+    for number, status in (("1", "in_progress"), ("1", "completed"), ("2", "deleted"), ("3", "in_progress")):
+        s.tool("TaskUpdate", {"taskId": number, "status": status}, f"Updated task #{number} status")
+    s.tool("Edit", {"file_path": f"{CWD}/checkpoint/checkpoint.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.say("Added `TranscriptPath` to `CommittedMetadata`. The tests are next.")
+    reading = read(s)
+    assert reading.finished == ["Add TranscriptPath to the metadata"]
+    assert [item for item in reading.open_items if "Run the tests" in item], reading.open_items
+    assert not [item for item in reading.open_items if "Use it on restore" in item], "a deleted task is gone"
