@@ -338,7 +338,8 @@ class _Reader:
             return
         code, body = exit_status(message.content)
         failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
-        failed = failed or (state.command is not None and hidden_failure(state.command, body) is not None)
+        hidden = hidden_failure(state.command, body) if state.command is not None else None
+        failed = failed or hidden is not None
         if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):
             state.category = "other"  # the tool never started: no check of the project failed
         state.result = "failed" if failed else "ok"
@@ -373,7 +374,7 @@ class _Reader:
                     del self.failing[known]
             if failed:
                 at = self.order.index(state)
-                error = hidden_failure(state.command, body) or first_error_line(body)
+                error = hidden or first_error_line(body)
                 for known in [cmd for cmd, failure in self.failing.items() if failure.kinds & kinds]:
                     del self.failing[known]  # the same check failing again: its latest run is what is open
                 self.failing[shown] = _Failure(error, state.category, kinds, at)
