@@ -65,6 +65,13 @@ AFFIRMATIVE = re.compile(
     r"^(?:yes|yes please|yep|yeah|y|sure|ok(?:ay)?|do it|go ahead|please do|ok,? do it|approved)\b", re.IGNORECASE
 )
 CHOICE = re.compile(r"^\s*(?:option\s*)?(\d{1,2})(?:\s*(?:and|&|,|\+|or)\s*(\d{1,2}))?\s*[.)]?\s*(?:[,:;-]\s*(.*))?$")
+#: A short request to take back the last change ("undo the last change it messed up the dark highlight"): the
+#: request before it is left not done.
+UNDO = re.compile(
+    r"^(?:please\s+)?(?:undo|revert|roll ?back)\s+(?:(?:the|your)\s+(?:last|previous|latest)\b|that\b|this\b|it\b|"
+    r"those\b|these\b)(?:\W+\w+){0,10}\W*$",
+    re.IGNORECASE,
+)
 QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input", "ask_user"})
 #: Tools that only search or list: one cut off mid-call left nothing undone of its own.
 SEARCH_TOOLS = frozenset(
@@ -99,7 +106,7 @@ def ask_text(text: str) -> str:
     ):  # "Implement the following plan:" then the plan: its title names it
         return clip(f"{handed.group(1).strip()} {handed.group(2).strip()}", ASK_CHARS)
     flat = " ".join(re.sub(r"^\s*(?:#{1,6}|>)\s*", "", line) for line in text.splitlines())
-    shown = clip(reply_text.plain(flat), ASK_CHARS)
+    shown = reply_text.clip_naming(reply_text.plain(flat), ASK_CHARS)
     if len(flat) > ASK_CHARS:
         error = _ERROR_IN_ASK.search(text)
         if error is not None and error.group(0).strip() not in shown:

@@ -34,6 +34,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from palimpsest.scheduler.session_facts import clip
+
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)(?:[-*+•]|\d{1,3}[.)])\s+(?:\[([ xX])\]\s+)?(.*)$")
@@ -90,7 +92,24 @@ _NEXT_SENTENCE = re.compile(
 _USER_ACTION = re.compile(
     r"\b(?:you(?:'ll| will)? need to|you(?: may| might)? want to|you should|you must|make sure (?:to|you)|"
     r"remember to|don'?t forget to|before (?:retrying|running|you|trying)|be sure to|"
-    r"(?:by hand|manually)\b)",
+    r"(?:by hand|manually)\b)"
+    # "You can backfill the [0.4.2] section later, or remove the placeholder before committing."
+    r"|\byou (?:can|could)\b.*\b(?:later|before (?:committing|merging|pushing|releasing|publishing|deploying))\b",
+    re.IGNORECASE,
+)
+#: An offer whose object only points back ("Want me to make that change?"): what it means is said before it.
+_POINTING_OFFER = re.compile(
+    r"^(?:go ahead and |go ahead with |(?:make|do|apply|implement|try|add|write|use|go with|proceed with)\s+)"
+    r"(?:that|this|it|these|those|them|the (?:change|fix|refactor|cleanup)s?)"
+    r"(?:\s+(?:change|fix|refactor|update|edit|approach|cleanup|suggestion|version)s?)?(?:\s+(?:now|too|as well))?$",
+    re.IGNORECASE,
+)
+#: Longest request named beside an offer that only points back.
+ASKED_CHARS = 70
+#: A sentence that proposes a change ("we could at least remove the map", "I'd suggest inlining it").
+_PROPOSAL = re.compile(
+    r"\b(?:we|I|you) could\b|\bI'?d (?:suggest|recommend|propose)\b|\b(?:one|a simpler|a cleaner|the simplest|"
+    r"the cleanest|a better) (?:option|fix|approach|way)\b|\blet'?s\b",
     re.IGNORECASE,
 )
 #: A closing question that only checks in with the user.
@@ -422,6 +441,30 @@ def offered_work(question: str) -> str:
     return rest if len(rest.split()) >= 1 and match is not None and match.group(0).lower() != "ready to" else question
 
 
+def offer_in_full(text: str, offer: str, asked: str | None, limit: int) -> str:
+    """An offer whose object only points back, with what it points at: the reply's proposal and the request.
+
+    "make that change" alone tells a new session nothing; the reply said what the change is
+    ("we could at least remove the map ...") in answer to a request ("that double constant
+    definition in registry is yuck"). An offer that names its object is kept as it is. The
+    request comes first, cut to `ASKED_CHARS`; the proposal has the rest of ``limit``.
+    """
+    if _POINTING_OFFER.match(offer.strip()) is None:
+        return offer
+    said = [
+        sentence.rstrip(" :")
+        for unit in units(text)
+        if unit.kind in ("para", "bullet")
+        for sentence in sentences(unit.text)
+        if not sentence.endswith("?")
+    ]
+    found = next((match for match in map(_PROPOSAL.search, reversed(said)) if match), None)
+    proposal = found.string[found.start() :] if found else None  # from "we could ...", not "Now that we have ..."
+    full = f"{offer} (asked: {cut(asked, ASKED_CHARS)})" if asked else offer
+    room = limit - len(full) - 2
+    return f"{full}: {cut(proposal, room)}" if proposal and room > ASKED_CHARS // 2 else full
+
+
 def options(text: str) -> dict[int, str]:
     """Numbered options a reply offers (``1. **Subagent-Driven** - ...``), by number, each on one line.
 
@@ -512,3 +555,55 @@ def table_digest(text: str) -> list[str]:
     rows = [unit.text for unit in units(text) if unit.kind == "table"]
     cells = [plain(row.strip("|").split("|", 1)[0]).strip() for row in rows[1:]]
     return list(dict.fromkeys(cell for cell in cells if cell))
+
+
+#: What names one thing in a request: a code span, an identifier (``IncrementalTypeTaskStart``, ``files_to_archive``,
+#: ``Type()``), a file (``registry.go``), an issue or PR (``#91``, ``ENT-59``), a version, a URL's last segment.
+_NAME = re.compile(
+    r"`([^`\n]{2,40})`"
+    r"|https?://\S+?/([\w.-]{3,40})/?(?=[\s)\]>,;]|$)"
+    r"|(?<![\w/.-])("
+    r"[\w-]{2,}\.(?:[a-z]{1,4}|jsonl|toml|yaml)"
+    r"|\w+\(\)"
+    r"|[a-z]*[A-Z][a-z0-9]+[A-Z]\w*"
+    r"|[a-z][a-z0-9]*[A-Z]\w*"
+    r"|[A-Za-z]\w*_\w+"
+    r"|#\d+|[A-Z][A-Z0-9]+-\d+|v?\d+\.\d+(?:\.\d+)+"
+    r")(?![\w/-])"
+)
+#: Room the names a cut request keeps take, at most, in characters.
+NAMES_CHARS = 44
+
+
+def names(text: str) -> list[str]:
+    """The names a text mentions (see `_NAME`), each once, in order."""
+    found = (next(group for group in match.groups() if group) for match in _NAME.finditer(text))
+    return list(dict.fromkeys(name.strip(".") for name in found if name.strip(".")))
+
+
+def clip_naming(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, keeping in brackets the names the cut would lose.
+
+    A long request is known by what it names: "This change removes the only production
+    code path that ever sets IncrementalTypeTaskStart" cut at 80 characters loses the one word
+    a new session would search for. The names that fit in `NAMES_CHARS` follow the cut head.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    named = names(flat)
+    head, suffix = clip(flat, limit), ""
+    for _ in range(3):  # a shorter head can lose a name the longer one kept: settle in a few rounds
+        kept: list[str] = []
+        for name in (name for name in named if name.lower() not in head.lower()):
+            if any(name.lower() in other.lower() for other in kept):
+                continue  # "TaskStart" beside "IncrementalTypeTaskStart"
+            if len(", ".join([*kept, name])) + 3 > NAMES_CHARS:
+                break
+            kept.append(name)
+        suffix = f" [{', '.join(kept)}]" if kept else ""
+        shorter = clip(flat, limit - len(suffix))
+        if shorter == head:
+            break
+        head = shorter
+    return head + suffix

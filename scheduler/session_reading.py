@@ -88,6 +88,10 @@ OUTCOME_CHARS = 110
 REPEATED_ARGS = 20
 #: How alike (difflib's ratio) those arguments and the prompt's start must be: a typo fixed is the same request.
 REPEAT_RATIO = 0.9
+#: Longest offer shown as open, with what it points at: the open line is cut at 200 with its label.
+OFFER_CHARS = 170
+#: Longest request taken back by the user ("undo the last change") shown as open: more than a request's usual clip.
+UNDONE_CHARS = 160
 #: Requests (counted from the last) whose replies' user actions count as still open.
 ACTION_TURNS = 3
 
@@ -166,6 +170,8 @@ class SessionReading:
     did: list[str] = field(default_factory=list)
     #: Files changed for real, in first-change order, with what was last done to each.
     changed: dict[str, str] = field(default_factory=dict)
+    #: Requests the user had taken back right after ("undo the last change"), oldest first: left not done.
+    undone: list[str] = field(default_factory=list)
     #: Steps this session finished (todos it marked done, commands whose last run passed).
     finished: list[str] = field(default_factory=list)
     replies: int = 0
@@ -189,6 +195,8 @@ class _Reader:
         self.todo_at = -1
         self.last_reply: Message | None = None
         self.pending_command: Ask | None = None
+        #: The last prompt in full, on one line: a request taken back right after is shown in more of its words.
+        self.last_prompt = ""
         self.seen: dict[str, Ask] = {}
         self.failing: dict[str, _Failure] = {}
         #: The last file a write tool wrote whole, with its first heading: what an offer with no object is about.
@@ -238,7 +246,7 @@ class _Reader:
         offered = self._offer()
         if marks.ACK.match(text):
             if offered and marks.AFFIRMATIVE.match(text):
-                self.ask(f"{text.rstrip('.! ')}: {offered}", message, position, "approval")
+                self.ask(clip(f"{text.rstrip('.! ')}: {offered}", marks.ASK_CHARS), message, position, "approval")
             return
         choice = marks.CHOICE.match(text)
         if choice is not None and self.last_reply is not None:
@@ -249,6 +257,11 @@ class _Reader:
                 self.ask(f"chose {' + '.join(clip(p, 70) for p in picked)}{rest}", message, position, "choice")
                 return
         self._drop_repeated_command(text)
+        previous = self.reading.asks[-1] if self.reading.asks else None
+        if marks.UNDO.match(text) and previous is not None and not marks.UNDO.match(previous.text):
+            said = self.last_prompt if previous.via == "prompt" else previous.text
+            self.reading.undone.append(clip(said, UNDONE_CHARS))
+        self.last_prompt = " ".join(text.split())
         self.ask(marks.ask_text(text), message, position, "prompt")
 
     def _drop_repeated_command(self, text: str) -> None:
@@ -270,7 +283,11 @@ class _Reader:
         if self.last_reply is None:
             return None
         question = reply_text.closing_question(self.last_reply.content)
-        return reply_text.offered_work(question) if question and reply_text.is_offer(question) else None
+        if not question or not reply_text.is_offer(question):
+            return None
+        asked = self.reading.asks[-1].text if self.reading.asks else None
+        offer = reply_text.offered_work(question)
+        return reply_text.offer_in_full(self.last_reply.content, offer, asked, marks.ASK_CHARS - 5)
 
     def expansion(self, message: Message) -> None:
         """An injected prompt right after a slash command without arguments: its first sentence says what it asks."""
@@ -693,6 +710,9 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             continue  # told with the unfinished request
         if failure.category == "check" or not _moved_on(reader, failure):
             found.append(f"`{clip(command, 80)}` still failing: {failure.error}")
+    if reader.reading.undone:
+        times = f", {len(reader.reading.undone)} times" if len(reader.reading.undone) > 1 else ""
+        found.append(f"undone at the user's request{times}: {reader.reading.undone[-1]}")
     found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
     found += _pulls_unmerged(reader)
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
@@ -713,7 +733,9 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             offer = reply_text.offered_work(question)
             if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
                 offer += f" ({reader.last_written})"
-            found.append(f"offered, no answer yet: {clip(offer, 200)}")
+            asked = final.text if final else None
+            offer = reply_text.offer_in_full(turn.replies[-1].content, offer, asked, OFFER_CHARS)
+            found.append(f"offered, no answer yet: {clip(offer, OFFER_CHARS)}")
         elif question and reply_text.is_open_question(question):
             choices = reply_text.options(turn.replies[-1].content)
             listed = "; ".join(

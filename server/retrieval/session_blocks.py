@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from palimpsest.graph_schema.models import Fact
+from palimpsest.scheduler.reply_text import clip_naming
 from palimpsest.scheduler.session_facts import clip
 from palimpsest.scheduler.shell_commands import category
 from palimpsest.server.retrieval.standing import Standing
@@ -135,7 +136,7 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         last = index == len(asks) - 1
         recent = len(asks) - index <= RECENT_ASKS
         rank = 1.0 if index == 0 or last else (2.5 if recent else 3.4) + (len(asks) - index) / 1000
-        short = f"  {index + 1}. {clip(ask.text, ASK_SHORT)}\n"
+        short = f"  {index + 1}. {clip_naming(ask.text, ASK_SHORT)}\n"
         items.append(Item(1, index + 1, rank, short))
         outcome = f" → {ask.outcome}" if ask.outcome and not last else ""  # the ending says what the last one led to
         rich = f"  {index + 1}. {ask.text}{outcome}\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from palimpsest.scheduler.reply_text import conclusion
+from palimpsest.scheduler.reply_text import clip_naming, conclusion
 from palimpsest.scheduler.session_reading import CONCLUSION_CHARS, SessionReading, read_session
 from palimpsest.server.agents.codex.transcript import parse_codex
 from tests.support.agent_sessions import stored
@@ -548,3 +548,103 @@ def test_claude_code_task_tools_are_the_todo_list_one_task_a_call(tmp_path: Path
     assert reading.finished == ["Add TranscriptPath to the metadata"]
     assert [item for item in reading.open_items if "Run the tests" in item], reading.open_items
     assert not [item for item in reading.open_items if "Use it on restore" in item], "a deleted task is gone"
+
+
+def test_an_offer_that_only_points_back_names_the_proposal_and_the_request(tmp_path: Path) -> None:
+    # Shape of a real Claude Code ending: a complaint, a proposal with code, "Want me to make that change?".
+    s = Claude(tmp_path, "pppp-pointing")
+    s.ask("that double constant definition and mapping in registry is yuck :(")
+    s.say(
+        "Yeah, it's redundant. Now that we have `Type()` on the interface, we could at least remove the map - "
+        "`GetByAgentType` can iterate registered agents:\n\n```go\nfunc GetByAgentType(t string) (Agent, error) {"
+        "\n\treturn nil, nil\n}\n```\n\nThat removes the map at least.\n\nWant me to make that change?"
+    )
+    assert read(s).open_items == [
+        "offered, no answer yet: make that change (asked: that double constant definition and mapping in registry "
+        "is yuck :(): we could at least remove the map - `GetByAgentType` can iterate registered…"
+    ]
+    s.ask("yes")
+    s.tool("Edit", {"file_path": f"{CWD}/agent/registry.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.say("Removed the map.")
+    assert read(s).asks[-1].text.startswith("yes: make that change (asked: that double constant definition")
+
+
+def test_an_offer_that_names_its_work_is_kept_as_it_is(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "pppp-named")
+    s.ask("Why is the cache cold after a deploy?")
+    s.say("We could warm it from the last snapshot. Want me to add a warm-up step to deploy.sh?")
+    assert read(s).open_items == ["offered, no answer yet: add a warm-up step to deploy.sh"]
+
+
+def test_what_the_user_can_do_later_or_before_committing_stays_open(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "qqqq-later")
+    s.ask("Create a CHANGELOG for 0.4.3")
+    s.tool("Write", {"file_path": f"{CWD}/CHANGELOG.md", "content": "# Changelog"}, "File created")
+    s.say(
+        "Created `CHANGELOG.md`. You can backfill the `[0.4.2]` section later if you want, or remove the "
+        "placeholder before committing."
+    )
+    assert read(s).open_items == [
+        "You can backfill the `[0.4.2]` section later if you want, or remove the placeholder before committing."
+    ]
+    s.ask("What does the Thanks footer list?")
+    s.say("I ran the linter before committing. It lists the three external contributors.")
+    assert read(s).open_items[-1].startswith("You can backfill")  # said of the work, not to the user: no step
+
+
+def test_a_request_the_user_had_undone_stays_open_in_its_own_words(tmp_path: Path) -> None:
+    # Shape of a real Codex rollout: a styling request, "undo the last change", a new try, undone again.
+    rollout = Codex()
+    rollout.message("user", "When I drag my piece onto a piece to be taken, its square should also be darkened")
+    rollout.message("assistant", "Hover darkening now uses an overlay on capture squares.")
+    rollout.message("user", "Undo the last change")
+    rollout.message("assistant", "Reverted the hover styling to the inset shadow.")
+    wanted = (
+        "The .square.hover-target needs to be applied to the piece to be taken too when I hover on it. "
+        "Try to make it so this rule applies to pieces that can be captured"
+    )
+    rollout.message("user", wanted)
+    rollout.message("assistant", "Hover darkening is now an overlay on occupied capture squares.")
+    rollout.message("user", "undo the last change it messed up the dark highlight")
+    rollout.message("assistant", "Reverted.")
+    rollout.message("user", "Split app.js into rules.js and ui.js")
+    rollout.message("assistant", "Split into rules.js and ui.js.")
+    reading = read_codex(rollout, tmp_path)
+    assert reading.undone == [
+        "When I drag my piece onto a piece to be taken, its square should also be darkened",
+        wanted,
+    ]
+    assert reading.open_items == [f"undone at the user's request, 2 times: {wanted}"]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "This change removes the only production code path that ever sets IncrementalTypeTaskStart. The "
+            "TaskStart case in the switch is now dead.",
+            "This change removes the only production code path th… [IncrementalTypeTaskStart]",
+        ),
+        (
+            "For displaying the pieces, download the pieces from here: "
+            "https://github.com/lichess-org/lila/tree/master/public/piece/cburnett",
+            "For displaying the pieces, download the pieces from here: https://gi… [cburnett]",
+        ),
+        (
+            "I'd like to comment the outcome on ENT-53 and reference ENT-59, which tracks the follow-up for the "
+            "0.4.3 release in registry.go",
+            "I'd like to comment the outcome on ENT-53 and refe… [ENT-59, 0.4.3, registry.go]",
+        ),
+        (
+            "Rewrite the whole export_codex_session.py into a simpler and more compact one called "
+            "export_development_history.py, with one mode",
+            "Rewrite the whole export_codex_session.py into… [export_development_history.py]",
+        ),
+        ("A long request that names nothing in particular, only words, many of them, on and on", None),
+        ("Short: registry.go", "Short: registry.go"),
+    ],
+)
+def test_a_request_cut_short_keeps_the_names_it_would_lose(text: str, shown: str | None) -> None:
+    clipped = clip_naming(text, 80)
+    assert len(clipped) <= 80
+    assert clipped == (shown if shown is not None else text[:79].rstrip() + "…")

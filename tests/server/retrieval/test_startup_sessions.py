@@ -159,3 +159,23 @@ def test_a_codex_rollout_interrupted_through_its_hook(store_url: str, tmp_path: 
         "  - `pytest -q tests/test_importer.py` still failing: 1 failed, 8 passed\n"
         "  - todo: Skip blank rows\n  - todo: Run the importer tests\n"
     ) in text
+
+
+def test_a_long_request_cut_short_keeps_the_names_it_mentions(store_url: str, tmp_path: Path) -> None:
+    s = Claude(tmp_path, "ffff0000-long-asks")
+    named = ["IncrementalTypeTaskStart", "filesToArchive", "registry.go", "ENT-59"]
+    for part, name in enumerate(named):
+        s.ask(
+            f"Please look at this again, the reviewer left a long note on part {part} of the change and I would "
+            f"like you to fix what they found in {name} before we merge"
+        )
+        s.say(f"Fixed part {part}.")
+    s.store(store_url)
+    cli(store_url, "maintain", "--once")
+    for budget in ("400", "200"):  # the requests as read (140 characters), then some cut for a tight budget
+        text = memory(store_url, PALIMPSEST_STARTUP_BUDGET=budget)
+        shown = re.findall(r"^  (\d)\. (.*)$", text, re.MULTILINE)
+        assert shown[0][0] == "1" and shown[-1][0] == "4", text  # the first and last requests are always shown
+        for number, line in shown:
+            assert named[int(number) - 1] in line, line
+    assert shown[0][1] == "Please look at this again, the reviewer left a long… [IncrementalTypeTaskStart]"
