@@ -250,12 +250,17 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 
 
 def user_text(content: Any) -> str:
-    """A Cursor message's text, without the ``<user_query>`` wrapper Cursor puts around a prompt."""
+    """What a Cursor user typed: inside the ``<user_query>`` wrapper, without the context Cursor puts before it.
+
+    The transcript holds ``<attached_files>`` or ``<external_links>`` before the query; the
+    ``beforeSubmitPrompt`` hook's ``prompt`` is the typed text alone.
+    """
     blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
     text = "\n".join(
         block.get("text", "") for block in blocks if isinstance(block, dict) and block.get("type") == "text"
     )
-    return re.sub(r"</?user_query>", "", text).strip()
+    query = re.search(r"<user_query>(.*?)(?:</user_query>|\Z)", text, re.DOTALL)
+    return (query.group(1) if query else text).strip()
 
 
 def cursor_payloads(path: Path, conversation: str, cwd: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""How ``bench/startup.py`` judges a memory's noise: a read-only command presented as a fact.
+"""How ``bench/startup.py`` judges a memory's noise (a read-only command presented as a fact) and replays Cursor.
 
 The benchmark needs real sessions kept outside the repository, so it is run by hand; its
 judge needs none, and a judge that misreads a line misstates every table made with it.
@@ -47,3 +47,25 @@ def test_noise_counts_read_only_commands_given_as_facts_and_bare_headings_as_ope
         ]
     )
     assert startup.noise(memory) == ["- `rtk git status` passed (ok)", "open item: Key improvements:"]
+
+
+@pytest.mark.parametrize(
+    ("content", "typed"),
+    [
+        ([{"type": "text", "text": "<user_query>\nfix the login test\n</user_query>"}], "fix the login test"),
+        # Context Cursor writes before the query is not what the user typed, nor what its hook is given.
+        (
+            [
+                {
+                    "type": "text",
+                    "text": "<attached_files>\n<file path='a.py'/>\n</attached_files>\n"
+                    "<user_query>\nrename a.py\n</user_query>",
+                }
+            ],
+            "rename a.py",
+        ),
+        ("plain words", "plain words"),
+    ],
+)
+def test_a_cursor_prompt_is_what_the_user_typed(content: object, typed: str) -> None:
+    assert startup.user_text(content) == typed
