@@ -7,6 +7,8 @@ is a string or a list of blocks) among bookkeeping lines (``summary``,
 ``file-history-snapshot``, ``system``, ``queue-operation``, ...), which are skipped and
 counted. The mapping, decided once here:
 
+- a prompt the user typed while the agent worked is an ``attachment`` line of type
+  ``queued_command``: a user line, marked ``queued``;
 - thread = the line's ``sessionId`` (a workflow agent's ``<session>#agent-<id>`` is its
   session's thread, the agent kept as metadata ``workflow_agent``); project = the last
   component of its ``cwd``;
@@ -71,6 +73,8 @@ SYNTHETIC_MODEL = "<synthetic>"
 CONVERSATION_TYPES = frozenset({"user", "assistant"})
 #: Bookkeeping lines Claude Code writes without a ``sessionId``.
 BOOKKEEPING_TYPES = frozenset({"summary", "file-history-snapshot"})
+#: The ``attachment`` that carries a prompt the user typed while the agent worked, absorbed into the turn running.
+QUEUED_PROMPT = "queued_command"
 #: Blocks answering a tool call (the server-side tools name theirs ``*_tool_result``).
 _RESULT_SUFFIX = "tool_result"
 
@@ -236,6 +240,26 @@ def _pieces(line: _Line) -> list[Piece]:
     return pieces
 
 
+def _queued_prompt(value: dict[str, Any]) -> dict[str, Any] | None:
+    """A prompt typed mid-turn, as the user line it is; None for any other line.
+
+    Claude Code 2.1 writes such a prompt as a ``queue-operation`` ``enqueue`` (no uuid), a
+    ``remove`` (``absorbed_mid_turn``) and an ``attachment`` line of type ``queued_command``
+    with the ``prompt``, the line's own ``uuid``, ``sessionId`` and ``cwd``: the attachment
+    is the only conversation line that holds the user's words, so it is read as theirs.
+    A queued prompt of another origin than a person (none seen yet) stays bookkeeping.
+    """
+    attachment = value.get("attachment")
+    if value.get("type") != "attachment" or not isinstance(attachment, dict):
+        return None
+    prompt = attachment.get("prompt")
+    if attachment.get("type") != QUEUED_PROMPT or attachment.get("origin", "human") != "human":
+        return None
+    if not (isinstance(prompt, list) or (isinstance(prompt, str) and prompt.strip())):
+        return None
+    return {**value, "type": "user", "message": {"role": "user", "content": prompt}}
+
+
 def _line_metadata(line: _Line) -> dict[str, Any]:
     """What every message of a line carries in its metadata."""
     metadata: dict[str, Any] = {"source": SOURCE}
@@ -295,7 +319,9 @@ def parse_claude_code(
         kind = value.get("type")
         if not isinstance(kind, str):
             raise line_error(path, number, "not a Claude Code transcript line (no string 'type')")
-        if kind not in CONVERSATION_TYPES:
+        queued = _queued_prompt(value)
+        value = queued or value
+        if queued is None and kind not in CONVERSATION_TYPES:
             skipped += 1
             continue
         try:
@@ -308,7 +334,7 @@ def parse_claude_code(
         if not pieces:
             skipped += 1
             continue
-        base = _line_metadata(line)
+        base = _line_metadata(line) | ({"queued": True} if queued else {})
         project = project_from_cwd(line.cwd)
         for position, piece in enumerate(pieces):
             grouper.add(

@@ -313,3 +313,45 @@ def test_stored_hook_session_reads_back(tmp_path: Path) -> None:
     # Where the hook stopped reading is kept apart (read positions), never in a message.
     assert not [message for message in stored if "hook_cursor" in message.metadata]
     assert rows(stored) == EXPECTED
+
+
+def test_a_prompt_typed_mid_turn_is_the_users_and_nothing_else_queued_is(tmp_path: Path) -> None:
+    # The shape Claude Code 2.1 writes (as the orca agent-hud tests record it): enqueue, the tool result, a remove
+    # "absorbed_mid_turn", then the attachment holding the prompt, with the line's own uuid.
+    def queue(operation: str, **extra: Any) -> dict[str, Any]:
+        return {"type": "queue-operation", "operation": operation, "timestamp": "2025-06-01T09:00:03Z",
+                "sessionId": SESSION, **extra}  # fmt: skip
+
+    def attachment(uuid: str, kind: str, **fields: Any) -> dict[str, Any]:
+        line = entry("user", uuid, "", 4, parent="u-2")
+        del line["message"]
+        return {**line, "type": "attachment", "attachment": {"type": kind, **fields}}
+
+    lines = [
+        entry("user", "u-1", "Run the tests", 0),
+        entry(
+            "assistant",
+            "a-1",
+            [{"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "pytest -q"}}],
+            1,
+            parent="u-1",
+        ),  # fmt: skip
+        queue("enqueue", content="And the README too"),
+        entry("user", "u-2", [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "3 passed"}], 2),
+        queue("remove", reason="absorbed_mid_turn"),
+        attachment("q-1", "queued_command", prompt="And the README too", commandMode="prompt", origin="human"),
+        attachment("q-2", "queued_command", prompt="from a hook", origin="system"),
+        attachment("q-3", "skill_listing", content="- commit: ..."),
+        entry("assistant", "a-2", "Tests pass; README updated.", 5, parent="q-1"),
+    ]
+    parsed = parse_claude_code(write_lines(tmp_path / f"{SESSION}.jsonl", lines), partition="claude")
+    [batch] = parsed.batches
+    said = [(m.message_id, m.role, m.content, m.metadata.get("queued")) for m in batch.messages]
+    assert said == [
+        ("u-1", Role.user, "Run the tests", None),
+        ("a-1", Role.assistant, 'Bash {"command": "pytest -q"}', None),
+        ("u-2", Role.tool, "3 passed", None),
+        ("q-1", Role.user, "And the README too", True),
+        ("a-2", Role.assistant, "Tests pass; README updated.", None),
+    ]
+    assert parsed.skipped == 4  # two queue operations, a system-made queued prompt, a skill listing
