@@ -65,7 +65,7 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import Conflict, InvalidInput
 from palimpsest.graph_schema.models import Fact, FactLayerState, FactStats, Message, NewFact, Role
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.reply_text import straight_quotes
+from palimpsest.scheduler.reply_text import readable, straight_quotes
 from palimpsest.scheduler.session_facts import is_not_work, tool_call
 from palimpsest.scheduler.structural_facts import FAILED, StructuralFact, structural_facts
 
@@ -309,7 +309,7 @@ def is_chat(sentence: str) -> bool:
 def extract_from_text(content: str) -> list[ExtractedFact]:
     """Every fact the rules find in one assistant text, in order, each sentence once."""
     found: dict[str, ExtractedFact] = {}
-    for line in candidate_lines(content):
+    for line in candidate_lines(readable(content)):
         for sentence in _SENTENCE_END.split(line):
             sentence = sentence.strip()
             if not MIN_FACT_CHARS <= len(sentence) <= MAX_SENTENCE_CHARS:

@@ -186,10 +186,20 @@ def _prose_fence(lines: list[str]) -> bool:
     return code * 4 < len(filled)
 
 
+#: What an agent appends to a reply for its own tooling, not words to the user: Codex's memory citation block
+#: (``<oai-mem-citation><citation_entries>MEMORY.md:1-2|note=[...]</citation_entries>...``), its reply's last content.
+_TOOL_MARKUP = re.compile(r"<oai-mem-citation>.*?(?:</oai-mem-citation>|\Z)", re.DOTALL)
+
+
+def readable(text: str) -> str:
+    """A reply without the markup its agent adds for itself (`_TOOL_MARKUP`); the stored message keeps it."""
+    return _TOOL_MARKUP.sub("", text) if "<oai-mem-citation>" in text else text
+
+
 def units(text: str) -> list[Unit]:
     """The blocks of a markdown text, in order (see the module docstring for fences and tables)."""
     found: list[Unit] = []
-    lines = text.splitlines()
+    lines = readable(text).splitlines()
     index = 0
     paragraph: list[str] = []
 

@@ -648,3 +648,23 @@ def test_a_request_cut_short_keeps_the_names_it_would_lose(text: str, shown: str
     clipped = clip_naming(text, 80)
     assert len(clipped) <= 80
     assert clipped == (shown if shown is not None else text[:79].rstrip() + "…")
+
+
+def test_a_codex_memory_citation_is_no_part_of_what_the_reply_says(tmp_path: Path) -> None:
+    # Codex appends its memory citation block as the reply's very last content (codex-rs memories read_path.md).
+    rollout = Codex()
+    rollout.message("user", "Add the hotkey to the settings screen")
+    rollout.exec("c1", "apply_patch settings.cs", "Done", 0)
+    rollout.message(
+        "assistant",
+        "Added the F9 hotkey to `SettingsScreen`; it is active in Development builds only.\n\n"
+        "Want me to add a test for the hotkey?\n\n<oai-mem-citation>\n<citation_entries>\n"
+        "MEMORY.md:1008-1009|note=[Unity project structure must be verified before implementation]\n"
+        "</citation_entries>\n<rollout_ids>\n</rollout_ids>\n</oai-mem-citation>",
+    )
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None
+    assert reading.ending.conclusion == (
+        "Added the F9 hotkey to `SettingsScreen`; it is active in Development builds only."
+    )
+    assert reading.open_items == ["offered, no answer yet: add a test for the hotkey"]
