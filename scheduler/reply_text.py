@@ -189,11 +189,15 @@ def _prose_fence(lines: list[str]) -> bool:
 #: What an agent appends to a reply for its own tooling, not words to the user: Codex's memory citation block
 #: (``<oai-mem-citation><citation_entries>MEMORY.md:1-2|note=[...]</citation_entries>...``), its reply's last content.
 _TOOL_MARKUP = re.compile(r"<oai-mem-citation>.*?(?:</oai-mem-citation>|\Z)", re.DOTALL)
+#: The tags around the plan Codex proposes in plan mode, each on a line of its own: the plan inside is the reply.
+_PLAN_TAG = re.compile(r"^[ \t]*</?proposed_plan>[ \t]*$", re.MULTILINE)
 
 
 def readable(text: str) -> str:
-    """A reply without the markup its agent adds for itself (`_TOOL_MARKUP`); the stored message keeps it."""
-    return _TOOL_MARKUP.sub("", text) if "<oai-mem-citation>" in text else text
+    """A reply without the markup its agent adds for itself (`_TOOL_MARKUP`, `_PLAN_TAG`); the message keeps it."""
+    if "<" not in text:
+        return text
+    return _PLAN_TAG.sub("", _TOOL_MARKUP.sub("", text))
 
 
 def units(text: str) -> list[Unit]:

@@ -668,3 +668,16 @@ def test_a_codex_memory_citation_is_no_part_of_what_the_reply_says(tmp_path: Pat
         "Added the F9 hotkey to `SettingsScreen`; it is active in Development builds only."
     )
     assert reading.open_items == ["offered, no answer yet: add a test for the hotkey"]
+
+
+def test_a_codex_proposed_plan_is_read_as_the_markdown_inside_its_tags(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "Plan the cache layer")
+    rollout.message(
+        "assistant",
+        "<proposed_plan>\n# Cache layer\n\nKeep one LRU per tenant in `cache/lru.py`.\n\n## Next steps\n"
+        "- Size the LRU from the tenant's quota\n</proposed_plan>",
+    )
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and "proposed_plan" not in reading.ending.conclusion
+    assert reading.open_items == ["Size the LRU from the tenant's quota"]
