@@ -195,9 +195,9 @@ _PLAN_TAG = re.compile(r"^[ \t]*</?proposed_plan>[ \t]*$", re.MULTILINE)
 
 def readable(text: str) -> str:
     """A reply without the markup its agent adds for itself (`_TOOL_MARKUP`, `_PLAN_TAG`); the message keeps it."""
-    if "<" not in text:
-        return text
-    return _PLAN_TAG.sub("", _TOOL_MARKUP.sub("", text))
+    if "<oai-mem-citation>" in text:  # units() reads every reply several times: most hold neither, and skip both
+        text = _TOOL_MARKUP.sub("", text)
+    return _PLAN_TAG.sub("", text) if "proposed_plan>" in text else text
 
 
 def units(text: str) -> list[Unit]:
