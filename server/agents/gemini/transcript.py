@@ -26,7 +26,13 @@ written again, or a payload sent twice stores each thing once):
   whole in metadata ``parts``. The context Gemini CLI sends as the session's first user
   turn (``<session_context>This is the Gemini CLI. We are setting up the context for our
   chat. ...``: date, OS, workspace folders and their tree) is not the user's words: it is
-  marked ``injected: true``, ``injected_as: session_context``, as Codex's injected turns are;
+  marked ``injected: true``, ``injected_as: session_context``, as Codex's injected turns are.
+  Newer releases also record, as ``user`` records, what the CLI sends the model on the
+  user's side without the user writing it: the tool results going back to the model (a
+  record of ``functionResponse`` parts only, the same results its call already holds),
+  marked ``injected_as: function_response``, and the notice that the user left or entered
+  Plan Mode ("User has manually exited Plan Mode. Switching to Default mode ..."), marked
+  ``injected_as: mode_change``; they are kept, and no reader takes them for a request;
 - ``gemini`` → its ``thoughts`` first, each an assistant message with metadata ``kind:
   thinking`` (id ``<id>:thought:<n>``, the thought's own time), then its text (id = ``id``,
   metadata ``model`` and ``tokens``), then each of ``toolCalls``: a ``tool_use`` message
@@ -40,6 +46,7 @@ written again, or a payload sent twice stores each thing once):
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -71,6 +78,8 @@ FINISHED = frozenset({"success", "error", "cancelled"})
 NOTICES = frozenset({"info", "error", "warning"})
 #: How the context Gemini CLI sends as the session's first user turn opens.
 SESSION_CONTEXT = "<session_context>"
+#: The notice Gemini CLI sends as the user's turn when the user switches Plan Mode off or on.
+MODE_CHANGE = re.compile(r"^\s*User has manually (?:exited|entered) Plan Mode\b")
 _TIMES: TypeAdapter[datetime | None] = TypeAdapter(UtcDatetime | None)
 
 
@@ -135,6 +144,15 @@ def _result_text(result: Any, kept: list[Any]) -> str:
     return "\n".join(texts)
 
 
+def _only_function_responses(content: Any) -> bool:
+    """Whether a user record holds tool results going back to the model and nothing the user wrote."""
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(part, dict) and "functionResponse" in part for part in content)
+    )
+
+
 def _thought(thought: dict[str, Any]) -> str:
     subject, description = thought.get("subject"), thought.get("description")
     parts = [text for text in (subject, description) if isinstance(text, str) and text]
@@ -193,6 +211,10 @@ def record_pieces(record: dict[str, Any]) -> list[tuple[str, Piece, datetime | N
             extra["display_content"] = shown
         if text.lstrip().startswith(SESSION_CONTEXT):
             extra.update(injected=True, injected_as="session_context")
+        elif _only_function_responses(record.get("content")):
+            extra.update(injected=True, injected_as="function_response")
+        elif MODE_CHANGE.match(text):
+            extra.update(injected=True, injected_as="mode_change")
         if text or kept:
             pieces.append((record_id, Piece(Role.user, text, "text", extra=_with_kept(extra, kept)), when))
         return pieces

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -171,6 +172,45 @@ def test_gemini_clis_session_context_is_stored_as_injected_not_as_the_users_requ
     )
     memory = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "tests/test_refresh.py" in memory and "This is the Gemini CLI" not in memory
+
+
+def test_tool_results_and_plan_mode_notices_sent_as_user_turns_are_stored_but_never_requests(tmp_path: Path) -> None:
+    """Newer Gemini CLI releases record what goes back to the model on the user's side as
+    ``user`` records: each batch of tool results as ``functionResponse`` parts (the results
+    its call already holds), and "User has manually exited Plan Mode. ..." when the user
+    leaves Plan Mode (shapes: a published Gemini CLI 0.4x ``session-*.json``). They are kept,
+    marked injected, and a new session's memory lists the user's own requests only."""
+    store_url = f"sqlite:///{tmp_path / 'memory.db'}"
+    recording = gemini_recording(tmp_path)
+    (lines, after), *_ = gemini_turns()
+    first = next(line for line in lines if line.get("tokens"))
+    returned = {
+        "id": "u-0001-results",
+        "timestamp": "2026-12-01T09:00:03.601Z",
+        "type": "user",
+        "content": [call["result"][0] for call in first["toolCalls"]],
+    }
+    notice = _mode_notice()
+    append_lines(recording, [gemini_metadata_line(), notice, *lines[:5], returned, *lines[5:]])
+    silent(hook("gemini", {**after, "transcript_path": str(recording)}, store_url))
+    messages = {m.source_id: m for m in stored(store_url, "gemini", GEMINI_SESSION)}
+    assert messages["u-0001-results"].metadata["injected_as"] == "function_response"
+    assert messages["u-0001-results"].content == "[functionResponse: run_shell_command][functionResponse: read_file]"
+    assert messages["u-0000-mode"].metadata["injected_as"] == "mode_change"
+    assert messages["u-0001"].content == PROMPT_1 and "injected" not in messages["u-0001"].metadata
+    start = hook(
+        "gemini",
+        {"session_id": "next-session", "cwd": GEMINI_CWD, "hook_event_name": "SessionStart", "source": "startup"},
+        store_url,
+    )
+    memory = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "Asked (1)" in memory or PROMPT_1 in memory
+    assert "functionResponse" not in memory and "Plan Mode" not in memory
+
+
+def _mode_notice() -> dict[str, Any]:
+    text = "User has manually exited Plan Mode. Switching to Default mode (edits will require confirmation)."
+    return {"id": "u-0000-mode", "timestamp": "2026-12-01T09:00:00.300Z", "type": "user", "content": [{"text": text}]}
 
 
 def test_a_gemini_recording_read_whole_at_the_end_stores_the_same(tmp_path: Path) -> None:
