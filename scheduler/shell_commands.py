@@ -16,7 +16,10 @@ unwrapped, see `session_facts.shell_command`):
   subcommand, ``sed`` without ``-i``, ``find`` without ``-delete``/``-exec``, an interpreter's
   inline code that prints and neither writes nor runs anything: ``python3 -c "...print(...)"``,
   a package manager's query such as ``npm view``, any tool asked for ``--help`` or
-  ``--version``; ``git branch`` and ``git tag`` with a listing option such as ``--contains``)
+  ``--version``; ``git branch`` and ``git tag`` with a listing option such as ``--contains``;
+  any other tool whose subcommand asks what there is: ``entire session list``, ``entire auth
+  status``, ``docker ps``; PowerShell's reading cmdlets such as ``Get-Command`` and
+  ``Select-Object``, a string or variable printed, a variable set to a value)
   and no output goes to a file (``>``/``>>`` to ``/dev/null`` or a descriptor does not count).
 - **check**: a simple command builds, tests, lints or runs the project (`CHECKS`:
   ``pytest``, ``go test``, ``mise run lint``, ``npm test``, ``cargo build``, ``make``, ...).
@@ -90,7 +93,7 @@ STATE_PROGRAMS = frozenset(
 #: Programs that run the command after them: ``rtk`` (a proxy that trims output for agents: ``rtk git status``) too.
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "rtk"})
 #: The shell's words before a command in a loop or condition (``while read pr; do gh pr view "$pr"; done``).
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!"})
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "try", "{", "}", "catch", "finally"})
 #: Simple commands of a loop or condition that run nothing of their own: its head and its end.
 _SHELL_STEPS = frozenset({"for", "read", "done", "fi", "esac", "true", ":"})
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;"})
@@ -197,7 +200,7 @@ def _program_first(words: list[str]) -> list[str]:
             break
     rest = words[index:]
     if rest:
-        rest = [rest[0].rsplit("/", 1)[-1], *rest[1:]]
+        rest = [rest[0].lstrip("({[").rsplit("/", 1)[-1], *rest[1:]]
     return rest
 
 
@@ -244,7 +247,49 @@ def _category(words: list[str]) -> Category:
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
+    if _powershell_read(program, rest) or _queries(rest):
+        return "read"
     return "other"
+
+
+#: Subcommands that ask a tool what is there (``entire checkpoint list``, ``entire auth status``,
+#: ``docker ps``, ``vercel inspect URL``) rather than change anything.
+_QUERY_VERBS = frozenset(
+    {"list", "ls", "show", "get", "view", "status", "info", "version", "describe", "inspect", "whoami", "search",
+     "logs", "ps", "explain", "doctor"}
+)  # fmt: skip
+#: PowerShell's verbs of cmdlets that only read or print (``Get-Command``, ``Select-Object``, ``Test-Path``).
+_POWERSHELL_READ = re.compile(
+    r"(?:Get|Test|Select|Format|Measure|Where|Write|Find|Resolve|Compare|Sort|Group|ConvertTo|ConvertFrom|Show|"
+    r"Split|Join)-\w+|Set-Location|Push-Location|Pop-Location|Out-(?:String|Host|Null)",
+    re.IGNORECASE,
+)
+
+
+def _queries(rest: list[str]) -> bool:
+    """Whether a tool's subcommand is a query: its first word, or one after words such as ``repo mirror``."""
+    for word in _operands(rest)[:3]:
+        if word in _QUERY_VERBS:
+            return True
+        if re.fullmatch(r"[a-z][a-z-]*", word) is None:
+            return False
+    return False
+
+
+def _powershell_read(program: str, rest: list[str]) -> bool:
+    """Whether a PowerShell step only reads or prints: a reading cmdlet, a value printed, or a variable set to a value.
+
+    ``$env:Path += ";C:\\tools"`` and ``$dest = "C:\\bin"`` only set the shell's variables; a
+    variable set to what a command returns (``$r = Invoke-RestMethod ...``) is that command.
+    """
+    if program.startswith("$") and rest[:1] in (["="], ["+="]):
+        value = rest[1:]
+        if value and (_POWERSHELL_READ.fullmatch(value[0]) or re.fullmatch(r"[A-Z][a-z]+-[A-Z]\w+", value[0])):
+            return _category(value) == "read"
+        return True
+    if not rest and (program.startswith("$") or " " in program):
+        return True  # a variable (``$items``) or a string (``"--- a heading ---"``) alone is printed
+    return _POWERSHELL_READ.fullmatch(program) is not None
 
 
 def _xargs_command(rest: list[str]) -> list[str]:
@@ -502,16 +547,26 @@ def _gh_effects(rest: list[str]) -> list[Effect]:
     return [Effect(f"{verb} {noun}{named}", f"gh:{words[0]}:{title or (words[2] if len(words) > 2 else words[1])}")]
 
 
-_TAIL_PIPE = re.compile(r"\s*(?:\|\s*(?:tail|head|grep|less|cat|tee)\b[^|]*)+$")
+_TAIL_PIPE = re.compile(r"\s*(?:\|\s*(?:tail|head|grep|less|cat|tee|Select-Object|Out-String)\b[^|]*)+$", re.IGNORECASE)
 _STDERR = re.compile(r"\s+2>&1\b|\s+2>/dev/null\b|\s+>\s*/dev/null\b")
-_CD_FIRST = re.compile(r"^\s*cd\s+\S+\s*(?:&&|;)\s*")
+#: Steps before the command that only set it up: ``cd DIR &&``, ``Set-Location "C:\\x";``, ``export A=1 &&``,
+#: ``source .venv/bin/activate &&``, PowerShell's ``$env:Path += ";C:\\bin";``.
+_VALUE = r"""(?:"[^"]*"|'[^']*'|[^\s;&]+)"""
+_SETUP = (
+    rf"(?:(?:cd|pushd|Set-Location)\s+{_VALUE}|export\s+\w+={_VALUE}|(?:source|\.)\s+\S*activate\S*|"
+    rf"\$env:\w+\s*\+?=\s*{_VALUE})"
+)
+_CD_FIRST = re.compile(rf"^(?:\s*{_SETUP}\s*(?:&&|;)\s*)+", re.IGNORECASE)
+#: A line that only sets up (``Set-Location "C:\\app"`` on a line of its own, the command on the next).
+_SETUP_LINE = re.compile(rf"^\s*{_SETUP}\s*;?\s*$", re.IGNORECASE)
 #: A command piped into a filter: the line's exit status is the filter's, not the command's.
 _FILTERED = re.compile(r"\|\s*(?:tail|head|grep|less|cat|tee|sed|awk|sort|uniq|cut|wc)\b")
 
 
 def shown(command: str, limit: int = 100) -> str:
-    """A command as a person would name it: its first line without ``cd DIR &&``, ``2>&1`` or a trailing ``| tail``."""
-    first = command.replace("\\\n", " ").strip().splitlines()[0] if command.strip() else ""
+    """A command as a person would name it: its first line without set-up (``cd DIR &&``), ``2>&1`` or ``| tail``."""
+    lines = [_CD_FIRST.sub("", line) for line in command.replace("\\\n", " ").strip().splitlines()]
+    first = next((line for line in lines if line.strip() and not _SETUP_LINE.match(line)), lines[0] if lines else "")
     text = _TAIL_PIPE.sub("", _STDERR.sub("", _CD_FIRST.sub("", first))).strip() or first.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 

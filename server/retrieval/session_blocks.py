@@ -65,6 +65,8 @@ _SHOWN_ELSEWHERE = ("file:", "commit:", "branch:", "git:", "gh:")
 _TO_THE_USER = re.compile(
     r"^(?:if you|you(?:'ll| will| can| get| may| might)?)\b|\b(?:should|would|might|could) (?:show|be|work)\b", re.I
 )
+#: A command's outcome with nothing more to it: "`entire auth contexts` passed (ok)".
+_BARE_PASS = re.compile(r"` passed \((?:ok|exit 0)\)$")
 _NAMED = re.compile(r"`[^`]+`|\b[A-Za-z_]\w*[A-Z]\w*\b|\b\w+_\w+\b|\b[\w.-]+/[\w./-]+|\b\w+\.\w{1,4}\b")
 
 
@@ -94,6 +96,8 @@ def fact_score(fact: Fact) -> float:
     score = KIND_SCORES.get(fact.kind, 1.0)
     if fact.kind == "command" and " after failing with: " in fact.text:
         score += 3.0  # an error and what fixed it
+    elif fact.kind == "command" and _BARE_PASS.search(fact.text) and _ran_other(fact):
+        score -= 2.0  # a tool of its own ran and exited 0: that says little of the code
     score += min(1.5, 0.5 * len(_NAMED.findall(fact.text)))
     if re.search(r"\d", fact.text):
         score += 0.5
@@ -102,6 +106,11 @@ def fact_score(fact: Fact) -> float:
     if len(fact.text) > 220:
         score -= 1.5
     return score
+
+
+def _ran_other(fact: Fact) -> bool:
+    """Whether a command fact is of a command that neither checks the project nor changes state (`category`)."""
+    return category((fact.subject or "").removeprefix("command:")) == "other"
 
 
 def shown_fact(fact: Fact) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from palimpsest.scheduler.facts import extract_from_text
-from palimpsest.scheduler.shell_commands import category, effects, families, family
+from palimpsest.scheduler.shell_commands import category, effects, families, family, shown
 from palimpsest.scheduler.structural_facts import StructuralFact, structural_facts
 from palimpsest.server.agents.codex.transcript import parse_codex
 from tests.support.agent_sessions import stored
@@ -69,10 +69,49 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("git log --merges --format=%s | grep -o '#[0-9]*' | while read pr; do gh pr view \"$pr\"; done", "read"),
         ('for f in *.orig; do rm "$f"; done', "state"),
         ("while true; do curl -s localhost:3000/health; sleep 1; done", "other"),
+        # A tool asked what there is, by its subcommand (shapes: Claude Code sessions of Entire CLI users).
+        ('echo "=== which entire ===" && which entire && entire version', "read"),
+        ('echo "=== session list ==="; entire session list; entire checkpoint list', "read"),
+        ("entire auth status", "read"),
+        ("entire repo mirror get acme/app --no-pager", "read"),
+        ("docker ps -a", "read"),
+        ("rm list", "state"),
+        ("kubectl get pods", "state"),
+        ("entire session attach 1277548c", "other"),
+        ("python manage.py show", "other"),
+        # PowerShell, as Claude Code runs it on Windows: reading cmdlets, printed strings, variables set.
+        ("(Get-Command scoop -ErrorAction SilentlyContinue).Source; (Get-Command winget).Source", "read"),
+        ('$env:Path += ";C:\\Users\\dev\\bin"; "--- help ---"; entire --help | Select-Object -First 60', "read"),
+        ('$dest = "C:\\bin"; Expand-Archive -Path $zip -DestinationPath $dest -Force', "other"),
+        ("try { $r = Invoke-RestMethod https://api.github.com/repos/a/b/releases/latest } catch { }", "other"),
+        ("$items = Get-ChildItem -Recurse; $items | Measure-Object", "read"),
     ],
 )
 def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
     assert category(command) == kind
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ("cd /repo && npm test 2>&1 | tail -5", "npm test"),
+        ("export CI=1 && source .venv/bin/activate && pytest -q", "pytest -q"),
+        # PowerShell, as Claude Code runs it on Windows (keparlak/NumWordify): the PATH set up, a folder entered.
+        (
+            '$env:Path += ";C:\\Users\\dev\\bin"; Set-Location "C:\\Users\\dev\\my app"; entire session attach 1277',
+            "entire session attach 1277",
+        ),
+        ("cd src; ls", "ls"),
+        (
+            '$env:Path += ";C:\\bin"; Set-Location "C:\\dev\\app"\n'
+            "entire session attach 1277 2>&1 | Select-Object -First 40",
+            "entire session attach 1277",
+        ),
+        ("echo done", "echo done"),
+    ],
+)
+def test_a_command_is_named_without_the_steps_that_set_it_up(command: str, named: str) -> None:
+    assert shown(command) == named
 
 
 def test_state_changes_are_named_by_what_they_did() -> None:
