@@ -20,6 +20,8 @@ The distinct requests (`Ask`) are the user's own messages, with these rules:
 - a bare choice ("1", "3, but enabled by default") names the option it chose, read from
   the reply it answers; a bare yes to an offer ("Would you like me to also update the test
   harness?" - "yes") names what was offered;
+- a command the user ran in the agent's shell mode (Claude Code's ``!cmd``) that the agent
+  acted on before any new prompt is a request: "ran `cmd`, which failed: ERROR";
 - the same text sent again (after an interruption, a hook warning) is one request;
 - a long request keeps its first words and, when it quotes an error further down, that error.
 
@@ -27,9 +29,12 @@ What was done for a request is read from the calls that followed it, up to the n
 request: files written (by write tools or by the shell: `shell_commands.effects`), commits,
 branches, checks and their last result, subagent tasks. The end state of the session is that
 of its last request: **interrupted** or **tool_rejected** when that is the last thing that
-happened; **stopped_mid_work** when a call still had no result, or tools ran after the last
-reply (an interrupted or cut-off session also says what its last reply announced it was about
-to do, and names the pending call that could change something, not a ``git status`` beside it);
+happened; **failed** when an error the agent showed instead of going on is (an API error, a
+quota hit: `agent_marks.agent_error`; the request stays open); **stopped_mid_work** when a
+call still had no result, or tools ran after the last reply ("cut off or interrupted": with
+no interruption mark, the transcript just ends there; an interrupted or cut-off session
+also says what its last reply announced it was about to do, and names the pending call
+that could change something, not a ``git status`` beside it);
 otherwise **failed** when a check or state-changing command of it last failed (a check
 the turn committed, tagged or pushed past does not count: it stays open),
 **completed** when it changed something, **answered** when it only replied. A last call
@@ -46,6 +51,7 @@ Same input, same reading: no clock, no set iteration.
 from __future__ import annotations
 
 import difflib
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,6 +60,7 @@ from typing import Literal
 from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler import agent_marks as marks
 from palimpsest.scheduler import reply_text, shell_commands
+from palimpsest.scheduler.git_progress import GIT_WORDS, NOT_PUSHED, PUSH_WORDS, GitProgress
 from palimpsest.scheduler.session_facts import (
     READ_TOOLS,
     SHELL_TOOLS,
@@ -92,6 +99,11 @@ REPEAT_RATIO = 0.9
 OFFER_CHARS = 170
 #: Longest request taken back by the user ("undo the last change") shown as open: more than a request's usual clip.
 UNDONE_CHARS = 160
+#: What a session that stops without an interruption mark is: the transcript ends, whether the user stopped the
+#: agent, closed it, or the capture was taken then.
+CUT_OFF = "cut off or interrupted"
+#: Longest error notice kept for the ending (an API error's JSON says its code and message in its first lines).
+ERROR_CHARS = 160
 #: Requests (counted from the last) whose replies' user actions count as still open.
 ACTION_TURNS = 3
 
@@ -106,7 +118,9 @@ class _Turn:
     tasks: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     replies: list[Message] = field(default_factory=list)
-    last: str = ""  # reply, call, result, interrupt, reject
+    #: The errors the agent showed after its last step (an API error, a quota hit), when nothing followed them.
+    errors: list[str] = field(default_factory=list)
+    last: str = ""  # reply, call, result, interrupt, reject, error
 
 
 @dataclass
@@ -116,7 +130,8 @@ class Ask:
     text: str
     message_id: str
     position: int
-    #: How it came: ``prompt``, ``command``, ``redirect`` (with a rejection), ``answer``, ``choice``, ``approval``.
+    #: How it came: ``prompt``, ``command``, ``redirect`` (with a rejection), ``answer``, ``choice``, ``approval``,
+    #: ``shell`` (a command the user ran, that the agent acted on).
     via: str = "prompt"
     outcome: str = ""
     turn: _Turn = field(default_factory=lambda: _Turn(), repr=False, compare=False)
@@ -205,6 +220,10 @@ class _Reader:
         self.running: dict[str, _Call] = {}
         #: The checks each check command ran, its package script's command included (``bun run lint``: ``biome check``).
         self.kinds: dict[str, frozenset[str]] = {}
+        #: Files changed and not committed, commits not pushed, as the session's steps go by.
+        self.git = GitProgress()
+        #: A command the user ran in the agent's shell mode, with what it printed: a request if the agent acts on it.
+        self.user_shell: tuple[str, Message, int] | None = None
 
     @property
     def turn(self) -> _Turn:
@@ -227,6 +246,9 @@ class _Reader:
 
     def user(self, message: Message, position: int, following: Message | None) -> None:
         content = message.content.strip()
+        if self._user_shell(content, message, position):
+            return
+        self.user_shell = None  # a prompt came after it: the command was context for the prompt
         if marks.NOISE.match(content):
             return
         command = marks.COMMAND.search(content)
@@ -264,6 +286,26 @@ class _Reader:
         self.last_prompt = " ".join(text.split())
         self.ask(marks.ask_text(text), message, position, "prompt")
 
+    def _user_shell(self, content: str, message: Message, position: int) -> bool:
+        """A command the user ran (``!cmd``) or its output: kept until the agent acts on it (see `agent_marks`)."""
+        ran = marks.USER_SHELL.match(content)
+        if ran is not None:
+            self.user_shell = (f"ran `{clip(' '.join(ran.group(1).split()), 100)}`", message, position)
+        printed = marks.USER_SHELL_OUTPUT.findall(content)
+        if printed and self.user_shell is not None:
+            errors = [html.unescape(text) for stream, text in printed if stream == "stderr" and text.strip()]
+            if errors:
+                said, made, at = self.user_shell
+                self.user_shell = (f"{said}, which failed: {first_error_line(errors[0])}", made, at)
+        return ran is not None or bool(printed)
+
+    def _acted_on_user_shell(self) -> None:
+        """The agent acts right after a command the user ran: that command is what it was asked."""
+        if self.user_shell is not None:
+            text, message, position = self.user_shell
+            self.user_shell = None
+            self.ask(clip(text, marks.ASK_CHARS + 60), message, position, "shell")
+
     def _drop_repeated_command(self, text: str) -> None:
         """A slash command whose arguments this prompt repeats whole is one request with it: the prompt's.
 
@@ -299,6 +341,7 @@ class _Reader:
             ask.text = f"{ask.text}: {clip(said[0], marks.ASK_CHARS - len(ask.text))}"
 
     def call(self, message: Message, call: ToolCall) -> None:
+        self._acted_on_user_shell()
         self.reading.tool_calls += 1
         todos = todo_list(call.name, call.args)
         todos = self.tasks.apply(call.name, call.args) if todos is None else todos
@@ -406,8 +449,11 @@ class _Reader:
             heading = next((line.lstrip("# ").strip() for line in content.splitlines() if line.startswith("#")), None)
             name = str(path_arg(state.call.args)).rsplit("/", 1)[-1]
             self.last_written = f"{name}: {clip(heading, 100)}" if heading else name
+        if state.command is not None:
+            self.git.ran(state.command, body)
         for path, action in _written(state):
             path = path.rstrip("/") or path
+            self.git.wrote(path, action)
             turn.changed[path] = action if turn.changed.get(path) != "created" or action == "deleted" else "created"
             self.reading.changed[path] = _after(self.reading.changed.get(path), action)
         if state.command is not None:
@@ -419,6 +465,7 @@ class _Reader:
             turn.effects += [text for text in _commit(state.command, body) if text not in turn.effects]
 
     def reply(self, message: Message) -> None:
+        self._acted_on_user_shell()
         for state in self.order:
             if state.result is None:  # the assistant went on: the call waits for nothing
                 state.result = "no result"
@@ -430,6 +477,13 @@ class _Reader:
     def interruption(self, for_tool: bool) -> None:
         if not (for_tool and self.turn.last == "reject"):
             self.turn.last = "interrupt"
+
+    def error(self, message: Message) -> None:
+        """An error the agent showed instead of going on; the session ended on it if nothing came after."""
+        if self.turn.last != "error":
+            self.turn.errors = []
+        self.turn.errors.append(clip(" ".join(message.content.split()), ERROR_CHARS))
+        self.turn.last = "error"
 
 
 def _after(known: str | None, action: str) -> str:
@@ -490,6 +544,9 @@ def read_session(messages: Sequence[Message]) -> SessionReading:
         interrupted = marks.interruption(message)
         if interrupted is not None and message.role is not Role.tool:
             reader.interruption(interrupted)
+            continue
+        if marks.agent_error(message):
+            reader.error(message)
             continue
         if is_not_work(message):
             if message.role is Role.user and message.metadata.get("meta"):
@@ -589,8 +646,11 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
     if turn.last == "reject":
         rejected = turn.rejected[-1] if turn.rejected else "a tool call"
         return Ending("tool_rejected", _join(f"the user rejected {rejected}", said), source)
+    if turn.last == "error":
+        more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
+        return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}", said), source)
     if not turn.last:
-        return Ending("stopped_mid_work", "stopped before any reply to the last request", None)
+        return Ending("stopped_mid_work", f"stopped before any reply to the last request, {CUT_OFF}", None)
     asking = _asking(calls)
     if asking is not None and not pending:  # the agent's last act was a question to the user: it waits on them
         said = _join(f"asked the user: {clip(asking, 160)}", said)
@@ -599,7 +659,7 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         what = f"; was running {marks.describe_call(waiting.call)} (no result)" if waiting is not None else ""
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
-        return Ending("stopped_mid_work", _join(f"stopped mid-work{step}{what}{about}", said), source)
+        return Ending("stopped_mid_work", _join(f"stopped mid-work, {CUT_OFF}{step}{what}{about}", said), source)
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
     if failing and not _committed_past(reader, calls, failing[-1]):
         return Ending("failed", _join(f"failed: `{clip(failing[-1], 60)}` still failing", said), source)
@@ -688,7 +748,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     final = next((ask for ask in asks if ask.turn is turn), None)
     calls = [state for state in reader.order if reader.turns[state.turn] is turn]
     change = _change_failed(calls)
-    if ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") and final is not None:
+    cut_short = ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") or turn.last == "error"
+    if final is not None and cut_short:
         found.append(f"unfinished request: {final.text}")
     elif change is not None and change.command is not None and final is not None:
         failure = reader.failing.get(shell_commands.shown(change.command))
@@ -714,6 +775,10 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         times = f", {len(reader.reading.undone)} times" if len(reader.reading.undone) > 1 else ""
         found.append(f"undone at the user's request{times}: {reader.reading.undone[-1]}")
     found += [f"tracked as a new issue: {title}" for title in _issues_created(reader)]
+    push_spoken = any(PUSH_WORDS.search(ask.text) for ask in asks) or any(
+        NOT_PUSHED.search(reply.content) for reply in turn.replies
+    )
+    found += reader.git.open_items(any(GIT_WORDS.search(ask.text) for ask in asks), push_spoken)
     found += _pulls_unmerged(reader)
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
     for text, done in reader.todos:

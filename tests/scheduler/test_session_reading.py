@@ -190,7 +190,9 @@ def test_a_call_still_running_at_the_end_is_stopped_mid_work(tmp_path: Path) -> 
     s.call("Task", {"description": "Code quality review: Task 1", "prompt": "Review the changes"})
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
-    assert reading.ending.conclusion.startswith('stopped mid-work during "Task 1: Test for new flags"')
+    assert reading.ending.conclusion.startswith(
+        'stopped mid-work, cut off or interrupted during "Task 1: Test for new flags"'
+    )
     assert "Spec review passed." in reading.ending.conclusion and "Now code quality" not in reading.ending.conclusion
     assert reading.open_items == [
         "unfinished request: Execute the plan with subagents",
@@ -241,7 +243,7 @@ def test_what_was_done_names_state_changes_never_reads(tmp_path: Path) -> None:
         "renamed branch colours to colour-docs",
         "checks: `go test ./...` passed",
     ]
-    assert reading.open_items == []
+    assert reading.open_items == ["uncommitted changes (not committed in the session): color.md"]  # staged only
 
 
 def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no_more_work(tmp_path: Path) -> None:
@@ -459,6 +461,7 @@ def test_a_question_put_last_waits_on_the_user_and_a_commit_a_wrapper_failed_is_
         "FAILED: git commit)",
         "asked the user, no answer yet: The hook's typecheck fails on generated files. Commit with --no-verify? "
         "(Yes, use --no-verify / No, leave it staged)",
+        "uncommitted changes (not committed in the session): Ledger.tsx",
     ]
 
 
@@ -491,7 +494,10 @@ def test_a_session_cut_off_while_only_looking_leaves_the_request_open_not_the_lo
     s.call("Bash", {"command": "git diff --cached -- hooks/useApi.ts"})
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
-    assert reading.open_items == ["unfinished request: commit this"]
+    assert reading.open_items == [
+        "unfinished request: commit this",
+        "uncommitted changes (not committed in the session): useApi.ts",
+    ]
 
 
 def test_a_release_committed_past_a_failing_check_is_completed_and_the_check_stays_open(tmp_path: Path) -> None:
@@ -681,3 +687,93 @@ def test_a_codex_proposed_plan_is_read_as_the_markdown_inside_its_tags(tmp_path:
     reading = read_codex(rollout, tmp_path)
     assert reading.ending is not None and "proposed_plan" not in reading.ending.conclusion
     assert reading.open_items == ["Size the LRU from the tenant's quota"]
+
+
+def test_work_left_out_of_git_is_open_files_never_committed_and_commits_never_pushed(tmp_path: Path) -> None:
+    # Shapes of Cursor and Claude Code sessions of subhandev/wellspring-subhan-ahmed and Safecast/safecast-map-MCP:
+    # a README edited but left out of the commit (the reply says "Not committed: README.md"), a commit on develop
+    # "(not pushed)", a file taken back with ``git restore``, a plan written to the agent's own folder.
+    s = Claude(tmp_path, "g1g1-git")
+    s.ask("Use realistic names in the seed and update the README")
+    s.tool("Edit", {"file_path": f"{CWD}/backend/src/prisma/seed.ts", "old_string": "a", "new_string": "b"}, "ok")
+    s.tool("Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "ok")
+    s.tool("Edit", {"file_path": f"{CWD}/package.json", "old_string": "a", "new_string": "b"}, "ok")
+    s.tool("Write", {"file_path": "/home/grace/.claude/plans/seed.md", "content": "# Plan"}, "File created")
+    s.ask("Execute the selected diff-tab commit action.")
+    s.bash("git restore package.json", "")
+    s.bash(
+        "git add backend/src/prisma/seed.ts && git commit -m 'Use realistic seed data'",
+        "[develop cc41d4b] Use realistic seed data\n 1 file changed, 40 insertions(+)",
+    )
+    s.say("Created commit `cc41d4b` on `develop` (not pushed). Not committed: `README.md` is still modified.")
+    assert read(s).open_items == [
+        "uncommitted changes (after the last commit): README.md",
+        "committed, not pushed: cc41d4b",
+    ]
+    s.ask("push it")
+    s.bash("git push origin develop", "To github.com:acme/wellspring.git\n   7990152..cc41d4b  develop -> develop")
+    s.say("Pushed `develop`.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): README.md"]
+
+
+def test_a_session_that_never_speaks_of_git_leaves_committing_to_the_user(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "g2g2-no-git")
+    s.ask("Correct the CPS label to CPM in the three sensor tools")
+    s.tool("Edit", {"file_path": f"{CWD}/tool_sensor_current.go", "old_string": "CPS", "new_string": "CPM"}, "ok")
+    s.say("The three tools now report CPM.")
+    assert read(s).open_items == []
+    s.ask("Next time you change the code, let me commit.")
+    s.tool("Edit", {"file_path": f"{CWD}/tool_sensor_history.go", "old_string": "CPS", "new_string": "CPM"}, "ok")
+    s.say("Done; the history tool reports CPM too.")
+    assert read(s).open_items == [
+        "uncommitted changes (not committed in the session): tool_sensor_current.go, tool_sensor_history.go"
+    ]
+
+
+def test_a_command_the_user_ran_is_the_request_when_the_agent_acts_on_it(tmp_path: Path) -> None:
+    # Claude Code 2.1 shell mode, as keparlak/NumWordify's session shows it: ``<bash-input>``, then the output
+    # line (HTML-escaped), then the agent's own calls with no prompt between.
+    s = Claude(tmp_path, "b1b1-shell")
+    s.ask("<bash-input>curl -fsSL https://entire.io/install.sh | bash</bash-input>")
+    s.ask(
+        "<bash-stdout></bash-stdout><bash-stderr>==&gt; Installing Entire CLI...\nError: install.sh does not "
+        "support Windows, you can install the Entire CLI using scoop:\n    scoop install entire/cli\n</bash-stderr>"
+    )
+    s.bash("(Get-Command scoop -ErrorAction SilentlyContinue).Source", "")
+    s.say("Scoop is not installed; I will use the release zip.")
+    s.ask("<bash-input>git status</bash-input>")
+    s.ask("<bash-stdout>On branch main</bash-stdout><bash-stderr></bash-stderr>")
+    s.ask("Now clone NumWordify")
+    s.say("Cloned.")
+    assert asks(read(s)) == [
+        (
+            "shell",
+            "ran `curl -fsSL https://entire.io/install.sh | bash`, which failed: Error: install.sh does not support "
+            "Windows, you can install the Entire CLI using scoop:",
+        ),
+        ("prompt", "Now clone NumWordify"),
+    ]
+
+
+def test_changes_put_aside_or_found_committed_by_git_status_are_not_left_uncommitted(tmp_path: Path) -> None:
+    # FSM1/cipher-box's Claude Code session: an edit stashed before switching branches, made again, then committed
+    # by a hook the session never saw (``git status`` finds the tree clean), the commit amended and pushed.
+    s = Claude(tmp_path, "g3g3-stash")
+    s.ask("Make release-please use the PAT, then commit, push and open a PR")
+    s.tool(
+        "Edit", {"file_path": f"{CWD}/.github/workflows/release-please.yml", "old_string": "a", "new_string": "b"}, "ok"
+    )
+    s.bash("git stash && git checkout main && git pull", "Saved working directory\nAlready up to date.")
+    s.bash("git checkout -b fix/release-please-ci-trigger", "Switched to a new branch")
+    s.tool(
+        "Edit", {"file_path": f"{CWD}/.github/workflows/release-please.yml", "old_string": "a", "new_string": "b"}, "ok"
+    )
+    s.say("The workflow now uses the PAT.")
+    assert read(s).open_items == ["uncommitted changes (not committed in the session): release-please.yml"]
+    s.bash("git status", "On branch fix/release-please-ci-trigger\nnothing to commit, working tree clean")
+    s.bash(
+        "git commit --amend -m 'ci(release): use PAT'", "[fix/release-please-ci-trigger 5769572] ci(release): use PAT"
+    )
+    s.bash("git push -u origin fix/release-please-ci-trigger", "branch 'fix/release-please-ci-trigger' set up")
+    s.say("Pushed.")
+    assert read(s).open_items == []

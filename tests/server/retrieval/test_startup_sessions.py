@@ -139,6 +139,61 @@ def test_a_gemini_session_through_its_hook(store_url: str, tmp_path: Path) -> No
     assert not READ_ONLY.search(text)
 
 
+def test_a_gemini_session_that_ended_on_an_api_error_failed_and_its_request_stays_open(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Gemini CLI records an API error (a quota hit, a licence refused) as a notice of type
+    ``error`` after the turn it cut short (shape: published Gemini CLI ``session-*.json``
+    files); the user's later slash-command errors follow it. The session failed there."""
+    session = "a1b2c3d4-0000-4000-8000-00000000e220"
+    at = "2026-01-22T20:5{}:{:02d}.000Z".format
+    records = [
+        {"id": "u1", "timestamp": at(8, 0), "type": "user", "content": "delete color.txt"},
+        {
+            "id": "g1",
+            "timestamp": at(8, 30),
+            "type": "gemini",
+            "content": "I will delete `docs/color.txt`.",
+            "toolCalls": [
+                gemini_call(
+                    "run_shell_command-1",
+                    "run_shell_command",
+                    {"command": "rm docs/color.txt"},
+                    "Command: rm docs/color.txt\nOutput: (empty)\nExit Code: 0",
+                    "success",
+                    at(8, 31),
+                )
+            ],
+        },
+        {"id": "g2", "timestamp": at(8, 40), "type": "gemini", "content": "I have deleted the file."},
+        {"id": "u2", "timestamp": at(9, 0), "type": "user", "content": "now list what is left in docs"},
+        {
+            "id": "e1",
+            "timestamp": at(9, 5),
+            "type": "error",
+            "content": "[API Error: You have exhausted your capacity on this model. Your quota will reset after 0s.]",
+        },
+        {"id": "i1", "timestamp": at(9, 6), "type": "info", "content": "This request failed. Press F12 for details."},
+        {
+            "id": "e2",
+            "timestamp": at(9, 30),
+            "type": "error",
+            "content": "Failed to export session: EISDIR: illegal operation on a directory, open '/home/dev'",
+        },
+    ]
+    recording = tmp_path / f"session-{session}.json"
+    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
+    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
+    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
+    assert result.exit_code == 0, result.output
+    text = memory(store_url, agent="gemini")
+    assert (
+        "- Ended: failed: stopped on an error: [API Error: You have exhausted your capacity on this model. Your quota "
+        "will reset after 0s.]; then 1 more, the last: Failed to export session: EISDIR"
+    ) in text
+    assert "- Still open:\n  - unfinished request: now list what is left in docs\n" in text
+
+
 def test_a_codex_rollout_interrupted_through_its_hook(store_url: str, tmp_path: Path) -> None:
     rollout = Codex()
     rollout.message("user", "# Context from my IDE setup:\n\n## Open tabs:\n- importer.py\n\n## My request for Codex:\n"

@@ -1,0 +1,164 @@
+"""What a session left outside git's history: files changed and never committed, commits never pushed.
+
+The next session must know that the work it finds is in the working tree only, or on this
+machine only: that is what "it is done" hides most often. Read from the session's own
+steps, in order (`session_reading` feeds each successful call):
+
+- a file a write tool or a shell command changed is **pending**; ``git add PATH`` stages the
+  pending files under PATH (``git add .``, ``-A``, ``--all``, ``-u`` all of them), and a
+  ``git commit`` commits the staged ones (``-a`` / ``--all``: every pending file; paths
+  after the options: those too). ``git restore PATH`` and ``git checkout -- PATH`` take
+  changes back, ``git stash`` puts them aside (``stash pop`` / ``apply`` brings them back),
+  and a ``git status`` that says "nothing to commit" settles them all (a hook or the user
+  committed them where the session could not see). What is pending at the end is **uncommitted**.
+- a commit is **unpushed** until a ``git push`` after it. That is told only when pushing is
+  in play: the session pushed before, the user spoke of pushing, or a reply of the last
+  request says the work is not pushed. Many users push themselves, and a commit is the work done.
+
+Files outside the project (a temporary folder, an agent's own folder such as
+``~/.claude/plans``) are no work to commit. Uncommitted files are told only when git is in
+play in the session: it staged, committed or pushed, or the user spoke of committing or
+pushing. A session that never touches git leaves that to the user, and says nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from palimpsest.scheduler import shell_commands
+from palimpsest.scheduler.session_facts import clip
+
+#: Files that are no part of a project's history: scratch folders and agents' own folders.
+_OUTSIDE = re.compile(
+    r"(?:^|/)(?:tmp|var/folders|\.claude|\.codex|\.gemini|\.cursor)/|AppData[/\\]Local[/\\]Temp", re.IGNORECASE
+)
+#: A request that speaks of git's history: then what is left out of it matters.
+GIT_WORDS = re.compile(r"\b(?:commit(?:s|ted|ting)?|push(?:ed|ing)?|git)\b", re.IGNORECASE)
+#: Words that speak of pushing, in a request, or in a last reply saying the work is not pushed yet.
+PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
+NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)
+#: What ``git status`` says of a working tree with nothing to commit.
+_CLEAN = re.compile(r"\bnothing to commit\b", re.IGNORECASE)
+#: How many file names and commits an open item names.
+SHOWN = 4
+
+
+@dataclass
+class GitProgress:
+    """The session's files not yet committed and commits not yet pushed, as its steps go by."""
+
+    pending: dict[str, bool] = field(default_factory=dict)  # path -> staged
+    unpushed: list[str] = field(default_factory=list)
+    created: set[str] = field(default_factory=set)
+    committed: bool = False
+    in_play: bool = False
+    pushed: bool = False
+    stashed: dict[str, bool] = field(default_factory=dict)
+
+    def wrote(self, path: str, action: str) -> None:
+        """A file a successful call changed (``created``, ``edited``, ``deleted``, ...)."""
+        if _OUTSIDE.search(path):
+            return
+        if action == "created":
+            self.created.add(path)
+        if action == "deleted" and path in self.created:  # a scratch file the session made and removed
+            self.pending.pop(path, None)
+            return
+        self.pending[path] = False
+
+    def ran(self, command: str, output: str) -> None:
+        """A successful shell command: its ``git add``, ``commit``, ``push``, ``restore`` steps, in order."""
+        for words in shell_commands.parse(command).commands:
+            if words[0] != "git":
+                continue
+            rest = words[1:]
+            while len(rest) > 1 and rest[0] in ("-C", "-c"):
+                rest = rest[2:]
+            verb, args = (rest[0], rest[1:]) if rest else ("", [])
+            if verb == "add":
+                self.in_play = True
+                self._stage(args)
+            elif verb == "commit":
+                self.in_play = True
+                self._commit(args, command, output)
+            elif verb == "push":
+                self.in_play = self.pushed = True
+                self.unpushed = []
+            elif verb == "status" and _CLEAN.search(output) is not None:
+                self.pending = {}
+            elif verb == "stash":
+                self._stash(_operands(args)[:1])
+            elif verb == "restore" or (verb == "checkout" and "--" in args):
+                for path in [p for p in _operands(args) if p != "--"]:
+                    for known in [k for k in self.pending if _under(k, path)]:
+                        del self.pending[known]
+
+    def _stash(self, action: list[str]) -> None:
+        if action in ([], ["push"], ["save"]):
+            self.stashed, self.pending = {**self.stashed, **self.pending}, {}
+        elif action in (["pop"], ["apply"]):
+            self.pending.update(self.stashed)
+            self.stashed = {}
+
+    def _stage(self, args: list[str]) -> None:
+        paths = _operands(args)
+        everything = not paths or any(a in (".", "-A", "--all", "-u", "--update", ":/") for a in args)
+        for known in self.pending:
+            if everything or any(_under(known, path) for path in paths):
+                self.pending[known] = True
+
+    def _commit(self, args: list[str], command: str, output: str) -> None:
+        made = shell_commands.commit_made(command, output)
+        if made is None and re.search(r"\bnothing (?:added )?to commit\b", output):
+            return
+        every = any(a in ("-a", "--all") or re.fullmatch(r"-[a-zA-Z]*a[a-zA-Z]*", a) for a in args)
+        paths = _operands(_without_values(args))
+        for known in list(self.pending):
+            if every or self.pending[known] or any(_under(known, path) for path in paths):
+                del self.pending[known]
+        self.committed = True
+        self.unpushed.append(made[0] if made else "a commit")
+
+    def open_items(self, asked_of_git: bool, push_spoken: bool) -> list[str]:
+        """What is left out of git's history at the end, as open items (see the module docstring for when)."""
+        items: list[str] = []
+        names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in self.pending))
+        if names and (self.in_play or asked_of_git):
+            shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
+            when = "after the last commit" if self.committed else "not committed in the session"
+            items.append(clip(f"uncommitted changes ({when}): {shown}", 160))
+        if self.unpushed and (self.pushed or push_spoken):
+            commits = list(dict.fromkeys(self.unpushed))
+            shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
+            items.append(f"committed, not pushed: {shown}")
+        return items
+
+
+def _operands(args: list[str]) -> list[str]:
+    return [arg for arg in args if not arg.startswith("-")]
+
+
+def _without_values(args: list[str]) -> list[str]:
+    """A commit's arguments without its options' values (``-m MESSAGE``, ``-F FILE``, ``--author NAME``)."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-m", "--message", "-F", "--file", "--author", "-c", "-C", "--date", "--fixup", "--squash"):
+            skip = True
+        elif not re.fullmatch(r"-[a-zA-Z]*m", arg):
+            kept.append(arg)
+        else:
+            skip = True  # -am MESSAGE
+    return kept
+
+
+def _under(path: str, given: str) -> bool:
+    """Whether ``given`` (as git was given it, relative) names ``path`` (as a tool wrote it, maybe absolute)."""
+    given = given.strip().rstrip("/")
+    if given in ("", "."):
+        return True
+    path = path.rstrip("/")
+    return path == given or path.endswith("/" + given) or f"/{given}/" in f"/{path}" or path.startswith(given + "/")
