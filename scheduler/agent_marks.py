@@ -16,7 +16,7 @@ differently by each agent (see `session_reading` for what is done with them):
   type ``permission_denied``.
 - **the user's words in a tool result**: the reason given with a rejection, and the
   answers to Claude Code's ``AskUserQuestion`` ("User has answered your questions:
-  \"Q\"=\"A\"").
+  \"Q\"=\"A\"") and to Codex's ``request_user_input`` (``{"answers": {"ID": {"answers": [...]}}}``).
 - **an error instead of an answer**: Gemini CLI's notice of type ``error`` (an API error, a
   quota hit), Claude Code's synthetic message flagged ``isApiErrorMessage``.
 - **a command the user ran**: Claude Code's shell mode (``!cmd``) writes ``<bash-input>cmd</bash-input>``
@@ -32,6 +32,7 @@ differently by each agent (see `session_reading` for what is done with them):
 
 from __future__ import annotations
 
+import json
 import re
 
 from palimpsest.graph_schema.models import Message, Role
@@ -90,7 +91,9 @@ SEARCH_TOOLS = frozenset(
 POLL_TOOLS = frozenset({"write_stdin"})
 TASK_TOOLS = frozenset({"Task", "Agent", "spawn_agent", "delegate"})
 _CODEX_REQUEST = re.compile(r"^#+\s*My request for Codex:?\s*", re.MULTILINE | re.IGNORECASE)
-_ERROR_IN_ASK = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[^\n]*|\bTraceback \(most recent call last\)")
+_ERROR_IN_ASK = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[^\n]*")
+#: A request that opens with a pasted Python traceback: named by its error line and what the user wrote after it.
+_TRACEBACK_FIRST = re.compile(r"\A\s*Traceback \(most recent call last\)")
 
 
 #: A request that hands over a document: a lead-in ending in a colon, then the document's heading
@@ -101,6 +104,8 @@ _HANDED_DOCUMENT = re.compile(r"\A\s*([^\n]{3,80}:)\s*\n\s*\n?\s*#{1,3}\s+(?:Pla
 
 def ask_text(text: str) -> str:
     """A request on one line: its first words, and an error it quotes further on.
+
+    A request that is a pasted traceback is its error line and the words after it.
 
     A request that hands over a document (a plan) is its lead-in and the document's title.
 
@@ -113,13 +118,34 @@ def ask_text(text: str) -> str:
         handed is not None and len(_SECTION.findall(text)) >= 2
     ):  # "Implement the following plan:" then the plan: its title names it
         return clip(f"{handed.group(1).strip()} {handed.group(2).strip()}", ASK_CHARS)
+    error = _ERROR_IN_ASK.search(text)
+    if _TRACEBACK_FIRST.match(text) and error is not None:  # "Traceback ... TypeError: ... why?": the error, the why
+        return reply_text.clip_naming(f"{error.group(0).strip()} {' '.join(text[error.end() :].split())}", ASK_CHARS)
     flat = " ".join(re.sub(r"^\s*(?:#{1,6}|>)\s*", "", line) for line in text.splitlines())
     shown = reply_text.clip_naming(reply_text.plain(flat), ASK_CHARS)
     if len(flat) > ASK_CHARS:
-        error = _ERROR_IN_ASK.search(text)
         if error is not None and error.group(0).strip() not in shown:
             shown += f" [error: {clip(error.group(0).strip(), 80)}]"
     return shown
+
+
+def answers(result: str) -> list[str]:
+    """The user's answers in a question tool's result, in order.
+
+    Claude Code's ``AskUserQuestion``: 'User has answered your questions: "Q"="A"'; Codex's
+    ``request_user_input``: ``{"answers": {"ID": {"answers": ["A", ...]}}}``, where an answer
+    is an option's label or what the user typed instead.
+    """
+    text = result.strip()
+    if text.startswith("{"):
+        try:
+            given = json.loads(text).get("answers")
+        except (ValueError, AttributeError):
+            given = None
+        if isinstance(given, dict):
+            found = [item.get("answers") for item in given.values() if isinstance(item, dict)]
+            return [answer for group in found if isinstance(group, list) for answer in group if isinstance(answer, str)]
+    return [answer for _question, answer in ANSWERS.findall(text)]
 
 
 def agent_error(message: Message) -> bool:

@@ -112,6 +112,16 @@ _PROPOSAL = re.compile(
     r"the cleanest|a better) (?:option|fix|approach|way)\b|\blet'?s\b",
     re.IGNORECASE,
 )
+#: An offer made as a statement, not a question: "Say the word if you want it run anyway.", "Let me know if
+#: you'd like me to add a profile field.", "If you want, I can write an update script.", "Happy to add it too."
+_STATED_OFFER = re.compile(
+    r"^(?:say the word|let me know|tell me|just say|ping me)\b.*\bif you(?:'d| would)? (?:like|want|prefer)\b"
+    r"|^if you(?:'d| would)? (?:like|want|prefer)(?: it| that| to| me to)?[^.!?]{0,60}?,"
+    r"\s*I(?:'d| can| could| will|'ll)\b"
+    r"|^I (?:can|could) (?:also )?\w+[^.!?]*\bif you(?:'d| would)? (?:like|want|prefer)\b"
+    r"|^(?:happy|glad) to\b[^.!?]*\b(?:if you|too|as well|next)\b",
+    re.IGNORECASE,
+)
 #: A closing question that only checks in with the user.
 _COURTESY = re.compile(
     r"\b(?:anything else|any(?: other| more)? questions|"
@@ -436,6 +446,16 @@ def closing_question(text: str) -> str | None:
 def is_offer(question: str) -> bool:
     """Whether a closing question proposes more work ("Want me to commit this?")."""
     return _OFFER.search(question) is not None
+
+
+def stated_offer(text: str) -> str | None:
+    """An offer the reply's last paragraph makes as a statement ("Say the word if you want it run anyway.")."""
+    blocks = [unit for unit in units(text) if unit.kind in ("para", "bullet")]
+    for block in blocks[-2:][::-1]:
+        for sentence in reversed(sentences(plain(block.text))):
+            if _STATED_OFFER.search(sentence.strip()) is not None:
+                return sentence.strip()
+    return None
 
 
 def is_open_question(question: str) -> bool:

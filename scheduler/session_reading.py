@@ -412,7 +412,7 @@ class _Reader:
         if pull is not None:
             state.pull = pull.group(0)
         if state.call.name in marks.QUESTION_TOOLS and not failed:
-            for _question, answer in marks.ANSWERS.findall(message.content):
+            for answer in marks.answers(message.content):
                 self.ask(marks.ask_text(answer), message, position, "answer")
             return
         if state.command is not None and state.category in ("check", "state", "other"):
@@ -801,6 +801,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             asked = final.text if final else None
             offer = reply_text.offer_in_full(turn.replies[-1].content, offer, asked, OFFER_CHARS)
             found.append(f"offered, no answer yet: {clip(offer, OFFER_CHARS)}")
+        elif not question and (stated := reply_text.stated_offer(turn.replies[-1].content)) is not None:
+            found.append(f"offered, no answer yet: {clip(stated, OFFER_CHARS)}")
         elif question and reply_text.is_open_question(question):
             choices = reply_text.options(turn.replies[-1].content)
             listed = "; ".join(

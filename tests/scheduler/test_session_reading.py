@@ -8,6 +8,7 @@ are those of `scheduler/session_reading.py`, `agent_marks.py` and `reply_text.py
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -777,3 +778,64 @@ def test_changes_put_aside_or_found_committed_by_git_status_are_not_left_uncommi
     s.bash("git push -u origin fix/release-please-ci-trigger", "branch 'fix/release-please-ci-trigger' set up")
     s.say("Pushed.")
     assert read(s).open_items == []
+
+
+def test_an_offer_made_as_a_statement_stays_open(tmp_path: Path) -> None:
+    # Claude Code (StefanJonssonInExchange/branch-pruner) and Cursor (subhandev/wellspring) replies end on an offer
+    # that is no question: "Say the word if you want it run anyway." A mere courtesy is none.
+    s = Claude(tmp_path, "o1o1-stated")
+    s.ask("Commit the .gitignore on a feature branch and push it")
+    s.bash("git push -u origin entire-resume-test", "branch 'entire-resume-test' set up to track")
+    s.say(
+        "Pushed `entire-resume-test`.\n\nI skipped the `review-branch` gate the hook suggested; a throwaway "
+        "`.gitignore` isn't what that standard is for. Say the word if you want it run anyway."
+    )
+    assert read(s).open_items == ["offered, no answer yet: Say the word if you want it run anyway."]
+    s.ask("What does the hook check?")
+    s.say("It runs the review checklist. Let me know if you have questions.")
+    assert read(s).open_items == []
+
+
+def test_a_pasted_traceback_is_named_by_its_error_and_the_question_after_it(tmp_path: Path) -> None:
+    # A Codex user (Real-s/mini-simclr-assignment) pastes a Windows traceback, then asks why in a line of their own.
+    rollout = Codex()
+    rollout.message(
+        "user",
+        'Traceback (most recent call last):\r\n  File "D:\\Desktop\\simclr\\code\\Dataset.py", line 16, in <module>'
+        "\r\n    img , target = test_loader[0]\r\nTypeError: 'DataLoader' object is not subscriptable\nwhy is that?\n",
+    )
+    rollout.message("assistant", "A `DataLoader` is iterated, not indexed: use `next(iter(test_loader))`.")
+    assert asks(read_codex(rollout, tmp_path)) == [
+        ("prompt", "TypeError: 'DataLoader' object is not subscriptable why is that?")
+    ]
+
+
+def test_answers_to_a_codex_question_are_requests_the_typed_one_in_its_own_words(tmp_path: Path) -> None:
+    # Codex plan mode's ``request_user_input`` (shape: chikachow/cyspbot's rollout): two questions, one answered with
+    # an option's label, one with what the user typed instead.
+    rollout = Codex()
+    rollout.message("user", "Plan the token broker's extraction into a Cloud Run service")
+    questions = [
+        {"id": "endpoint_shape", "header": "Audience", "question": "Which audience?",
+         "options": [{"label": "Custom audience (Recommended)", "description": "..."}]},
+        {"id": "caller_topology", "header": "Callers", "question": "Where should the first callers live?",
+         "options": [{"label": "Same GCP org (Recommended)", "description": "..."}]},
+    ]  # fmt: skip
+    arguments = json.dumps({"autoResolutionMs": 60000, "questions": questions})
+    rollout.add(
+        "response_item",
+        {"type": "function_call", "name": "request_user_input", "arguments": arguments, "call_id": "q1"},
+    )
+    answered = {
+        "endpoint_shape": {"answers": ["Custom audience (Recommended)"]},
+        "caller_topology": {"answers": ["Help me understand the implications of this choice."]},
+    }
+    rollout.add(
+        "response_item", {"type": "function_call_output", "call_id": "q1", "output": json.dumps({"answers": answered})}
+    )
+    rollout.message("assistant", "Same-org callers need only Cloud Run IAM; other orgs need a verified ID token.")
+    assert asks(read_codex(rollout, tmp_path)) == [
+        ("prompt", "Plan the token broker's extraction into a Cloud Run service"),
+        ("answer", "Custom audience (Recommended)"),
+        ("answer", "Help me understand the implications of this choice."),
+    ]
