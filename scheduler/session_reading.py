@@ -386,7 +386,8 @@ class _Reader:
         interrupted = marks.interruption(message)
         if marks.is_rejection(message):
             state.result = "rejected"
-            turn.rejected.append(marks.describe_call(state.call))
+            verb = "cancelled" if message.metadata.get("status") == "cancelled" else "rejected"
+            turn.rejected.append(f"{verb} {marks.describe_call(state.call)}")
             self.turn.last = "reject"
             reason = marks.rejection_reason(message)
             if reason is not None:
@@ -591,7 +592,7 @@ def _outcome(turn: _Turn) -> str:
     if turn.tasks:
         parts.append("subagent: " + "; ".join(turn.tasks[:2]))
     if turn.rejected:
-        parts.append("rejected: " + turn.rejected[0])
+        parts.append(turn.rejected[0])
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
     if failing:
         parts.append(f"`{clip(failing[-1], 40)}` failing")
@@ -644,8 +645,8 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         during = f" during {marks.describe_call(running.call)}" if running is not None else ""
         return Ending("interrupted", _join(f"interrupted by the user{during}{about}", said), source)
     if turn.last == "reject":
-        rejected = turn.rejected[-1] if turn.rejected else "a tool call"
-        return Ending("tool_rejected", _join(f"the user rejected {rejected}", said), source)
+        rejected = turn.rejected[-1] if turn.rejected else "rejected a tool call"
+        return Ending("tool_rejected", _join(f"the user {rejected}", said), source)
     if turn.last == "error":
         more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
         return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}", said), source)

@@ -194,6 +194,31 @@ def test_a_gemini_session_that_ended_on_an_api_error_failed_and_its_request_stay
     assert "- Still open:\n  - unfinished request: now list what is left in docs\n" in text
 
 
+def test_a_call_gemini_cli_marks_cancelled_is_told_in_its_word(store_url: str, tmp_path: Path) -> None:
+    """Gemini CLI marks ``cancelled`` both a call the user declined and one they stopped (shape:
+    SamuelRodriguess/acmebank-service's ``session-*.json``): the memory says cancelled, not rejected."""
+    session = "a1b2c3d4-0000-4000-8000-0000000cace1"
+    at = "2026-02-26T21:4{}:{:02d}.000Z".format
+    records = [
+        {"id": "u1", "timestamp": at(0, 0), "type": "user", "content": "ajuste o redis store no arquivo main"},
+        {
+            "id": "g1",
+            "timestamp": at(9, 0),
+            "type": "gemini",
+            "content": "I will ask `cli_help` which tools can write files.",
+            "toolCalls": [gemini_call("cli_help-1", "cli_help", {"question": "tools?"}, "", "cancelled", at(9, 1))],
+        },
+    ]
+    recording = tmp_path / f"session-{session}.json"
+    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
+    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
+    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
+    assert result.exit_code == 0, result.output
+    text = memory(store_url, agent="gemini")
+    assert "- Ended: a tool call rejected by the user. the user cancelled cli_help\n" in text
+    assert "  - unfinished request: ajuste o redis store no arquivo main\n" in text
+
+
 def test_a_codex_rollout_interrupted_through_its_hook(store_url: str, tmp_path: Path) -> None:
     rollout = Codex()
     rollout.message("user", "# Context from my IDE setup:\n\n## Open tabs:\n- importer.py\n\n## My request for Codex:\n"
