@@ -585,10 +585,24 @@ def is_user_action(sentence: str) -> bool:
 
 
 def table_digest(text: str) -> list[str]:
-    """The first cells of a reply's table rows (a table answers "where is X used?" by its first column)."""
-    rows = [unit.text for unit in units(text) if unit.kind == "table"]
-    cells = [plain(row.strip("|").split("|", 1)[0]).strip() for row in rows[1:]]
-    return list(dict.fromkeys(cell for cell in cells if cell))
+    """The first cells of a reply's table rows (a table answers "where is X used?" by its first column).
+
+    A column of numbers or row ids (``#``, ``1``, ``FI-1``) names nothing: the column after it does.
+    """
+    lines = text.splitlines()
+    rows = [
+        [plain(cell).strip() for cell in line.strip().strip("|").split("|")]
+        for index, line in enumerate(lines)
+        if _TABLE.match(line)
+        and not _TABLE_RULE.match(line)
+        and not (index + 1 < len(lines) and _TABLE_RULE.match(lines[index + 1]))  # a header, over its rule
+    ]
+    cells = [row[1] if len(row) > 1 and _ROW_ID.match(row[0]) else row[0] for row in rows]
+    return list(dict.fromkeys(cell for cell in cells if cell and not _ROW_ID.match(cell)))
+
+
+#: A table cell that only numbers or labels its row: ``#``, ``3``, ``FI-1``, ``P0``.
+_ROW_ID = re.compile(r"^(?:#|\d{1,3}\.?|[A-Z]{1,4}-?\d{1,3})$")
 
 
 #: What names one thing in a request: a code span, an identifier (``IncrementalTypeTaskStart``, ``files_to_archive``,

@@ -839,3 +839,19 @@ def test_answers_to_a_codex_question_are_requests_the_typed_one_in_its_own_words
         ("answer", "Custom audience (Recommended)"),
         ("answer", "Help me understand the implications of this choice."),
     ]
+
+
+def test_a_reply_of_tables_numbered_by_row_ids_is_named_by_what_the_rows_say(tmp_path: Path) -> None:
+    # Beep206/CyberVPN's Claude Code session ends on work items in tables keyed FI-1, MI-2 (in Russian there).
+    s = Claude(tmp_path, "t1t1-tables")
+    s.ask("List the phase 9 work items so I can drop some")
+    s.say(
+        "### Frontend\n\n| # | Task | Files |\n|---|---|---|\n| FI-1 | Add the zh-Hant locale | i18n/config.ts |\n"
+        "| FI-2 | Fix the locale count in CLAUDE.md | CLAUDE.md |\n\n### Bot\n\n| # | Task |\n|---|---|\n"
+        "| BI-1 | Expand SUPPORTED_LOCALES from 2 to 39 | "
+    )
+    reading = read(s)
+    assert reading.ending is not None
+    assert reading.ending.conclusion == (
+        "Add the zh-Hant locale; Fix the locale count in CLAUDE.md; Expand SUPPORTED_LOCALES from 2 to 39"
+    )
