@@ -17,8 +17,9 @@ steps, in order (`session_reading` feeds each successful call):
 
 Files outside the project (a temporary folder, an agent's own folder such as
 ``~/.claude/plans``) are no work to commit. Uncommitted files are told only when git is in
-play in the session: it staged, committed or pushed, or the user spoke of committing or
-pushing. A session that never touches git leaves that to the user, and says nothing.
+play in the session: it staged, committed or pushed, the user spoke of committing or
+pushing, or a reply said something is untracked or uncommitted, or offered to commit. A
+session that never touches git leaves that to the user, and says nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ _OUTSIDE = re.compile(
 )
 #: A request that speaks of git's history: then what is left out of it matters.
 GIT_WORDS = re.compile(r"\b(?:commit(?:s|ted|ting)?|push(?:ed|ing)?|git)\b", re.IGNORECASE)
+#: A reply that speaks of what git has not recorded yet, or offers to commit ("The file is untracked. Want me to
+#: commit it?").
+GIT_STATE = re.compile(
+    r"\buntracked\b|\buncommitted\b|\bnot (?:yet )?committed\b|\b(?:want me to|shall I|should I|like me to) commit\b",
+    re.IGNORECASE,
+)
 #: Words that speak of pushing, in a request, or in a last reply saying the work is not pushed yet.
 PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
 NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)

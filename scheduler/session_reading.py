@@ -60,7 +60,7 @@ from typing import Literal
 from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler import agent_marks as marks
 from palimpsest.scheduler import reply_text, shell_commands
-from palimpsest.scheduler.git_progress import GIT_WORDS, NOT_PUSHED, PUSH_WORDS, GitProgress
+from palimpsest.scheduler.git_progress import GIT_STATE, GIT_WORDS, NOT_PUSHED, PUSH_WORDS, GitProgress
 from palimpsest.scheduler.session_facts import (
     READ_TOOLS,
     SHELL_TOOLS,
@@ -750,6 +750,9 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     calls = [state for state in reader.order if reader.turns[state.turn] is turn]
     change = _change_failed(calls)
     cut_short = ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") or turn.last == "error"
+    for ask in asks[:-1] if final is not None else asks:  # earlier requests the agent answered with an error only
+        if ask.turn is not turn and ask.turn.last == "error" and not ask.turn.changed and not ask.turn.replies:
+            found.append(f"unfinished request (the agent stopped on an error): {ask.text}")
     if final is not None and cut_short:
         found.append(f"unfinished request: {final.text}")
     elif change is not None and change.command is not None and final is not None:
@@ -779,7 +782,10 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     push_spoken = any(PUSH_WORDS.search(ask.text) for ask in asks) or any(
         NOT_PUSHED.search(reply.content) for reply in turn.replies
     )
-    found += reader.git.open_items(any(GIT_WORDS.search(ask.text) for ask in asks), push_spoken)
+    git_spoken = any(GIT_WORDS.search(ask.text) for ask in asks) or any(
+        GIT_STATE.search(reply.content) for past in reader.turns for reply in past.replies
+    )
+    found += reader.git.open_items(git_spoken, push_spoken)
     found += _pulls_unmerged(reader)
     after = reader.order[reader.todo_at + 1 :] if reader.todo_at >= 0 else []
     for text, done in reader.todos:
@@ -811,11 +817,36 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
                 for number, text in sorted(choices.items())[:4]
             )
             found.append(f"asked the user, no answer yet: {clip(question, 160)}" + (f" ({listed})" if listed else ""))
+    planned = _plan_not_done(turn, calls)
+    if planned is not None:
+        found.append(f"plan proposed, not implemented yet: {clip(planned, OFFER_CHARS)}")
     if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
         found.append(f"not confirmed fixed: {final.text}")
     return list(dict.fromkeys(found))
 
 
+def _plan_not_done(turn: _Turn, calls: list[_Call]) -> str | None:
+    """The plan a last request ended on, when nothing of it was carried out: its title or first words.
+
+    Codex's plan mode ends its turn on a ``<proposed_plan>`` block; Claude Code's on an
+    ``ExitPlanMode`` call the user approved. Work done after it (a file written, a state
+    changed) means the plan is being carried out.
+    """
+    approved = [state for state in calls if state.call.name in PLAN_TOOLS and state.result == "ok"]
+    after = calls[calls.index(approved[-1]) :] if approved else []
+    if approved and not any(state.category == "state" or _written(state) for state in after):
+        plan = approved[-1].call.args.get("plan")
+        return marks.describe_call(approved[-1].call) if isinstance(plan, str) else None
+    last = turn.replies[-1].content if turn.replies else ""
+    if "<proposed_plan>" not in last or turn.changed or turn.effects:
+        return None
+    inside = last.split("<proposed_plan>", 1)[1]
+    heading = re.search(r"^#{1,3}\s+(.+?)\s*$", inside, re.MULTILINE)
+    return heading.group(1) if heading is not None else reply_text.conclusion(inside, OFFER_CHARS)
+
+
+#: Tools that put a plan to the user for approval.
+PLAN_TOOLS = frozenset({"ExitPlanMode", "exit_plan_mode"})
 #: An issue's key in a tracker's answer: Linear's or Jira's ``identifier`` / ``key``, a GitHub issue URL.
 _ISSUE_KEY = re.compile(r'"(?:identifier|key)"\s*:\s*"([A-Z][A-Z0-9]+-\d+)"|/issues/(\d+)\b')
 _CREATES_ISSUE = re.compile(r"(?:^|_)create_(?:issue|task|ticket|story|card)s?$", re.IGNORECASE)

@@ -170,7 +170,10 @@ def test_the_ending_is_the_last_conclusion_never_a_preface_a_heading_or_a_table(
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "completed"
     assert reading.ending.conclusion == "Added `export_csv(rows)` to `ledger/export.py`; Quoted fields that hold commas"
-    assert reading.open_items == ["offered, no answer yet: commit this"]
+    assert reading.open_items == [
+        "uncommitted changes (not committed in the session): export.py",  # the offer to commit brings git in
+        "offered, no answer yet: commit this",
+    ]
 
 
 def test_a_long_conclusion_is_cut_between_whole_bullets() -> None:
@@ -687,7 +690,10 @@ def test_a_codex_proposed_plan_is_read_as_the_markdown_inside_its_tags(tmp_path:
     )
     reading = read_codex(rollout, tmp_path)
     assert reading.ending is not None and "proposed_plan" not in reading.ending.conclusion
-    assert reading.open_items == ["Size the LRU from the tenant's quota"]
+    assert reading.open_items == [
+        "Size the LRU from the tenant's quota",
+        "plan proposed, not implemented yet: Cache layer",
+    ]
 
 
 def test_work_left_out_of_git_is_open_files_never_committed_and_commits_never_pushed(tmp_path: Path) -> None:
@@ -855,3 +861,31 @@ def test_a_reply_of_tables_numbered_by_row_ids_is_named_by_what_the_rows_say(tmp
     assert reading.ending.conclusion == (
         "Add the zh-Hant locale; Fix the locale count in CLAUDE.md; Expand SUPPORTED_LOCALES from 2 to 39"
     )
+
+
+def test_a_plan_approved_and_not_carried_out_and_requests_lost_to_errors_stay_open(tmp_path: Path) -> None:
+    # Claude Code plan mode: ``ExitPlanMode`` approved, then the session ends before any edit. API errors answered
+    # two requests in a row (bhanu7410/personal_finance's Gemini CLI session ends so, on a 403).
+    s = Claude(tmp_path, "p2p2-plan")
+    s.ask("Plan the export feature")
+    s.tool(
+        "ExitPlanMode", {"plan": "# Plan: CSV export\n\n## Steps\n1. Add export_csv"}, "User has approved your plan."
+    )
+    s.say("Starting with `export_csv`.")
+    assert read(s).open_items == ["plan proposed, not implemented yet: ExitPlanMode (plan: CSV export)"]
+    s.tool("Edit", {"file_path": f"{CWD}/ledger/export.py", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("Added `export_csv`.")
+    assert read(s).open_items == []
+    s.ask("Colour each category from the schema")
+    s.line("assistant", [{"type": "text", "text": "API Error: 403 You do not have a valid license"}],
+           isApiErrorMessage=True)  # fmt: skip
+    s.ask("fix")
+    s.line("assistant", [{"type": "text", "text": "API Error: 403 You do not have a valid license"}],
+           isApiErrorMessage=True)  # fmt: skip
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "failed"
+    assert reading.ending.conclusion.startswith("failed: stopped on an error: API Error: 403")
+    assert reading.open_items == [
+        "unfinished request (the agent stopped on an error): Colour each category from the schema",
+        "unfinished request: fix",
+    ]
