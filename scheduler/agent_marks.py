@@ -89,6 +89,9 @@ SEARCH_TOOLS = frozenset(
 )  # fmt: skip
 #: Tools that poll a command still running (Codex's ``write_stdin`` to an exec session, empty input to wait).
 POLL_TOOLS = frozenset({"write_stdin"})
+#: Calls a transcript never records a result for: Codex's ``web_search_call`` runs on the model's side, and the
+#: rollout holds no output item for it. Such a call is done when it is written.
+NO_RESULT_TOOLS = frozenset({"web_search"})
 TASK_TOOLS = frozenset({"Task", "Agent", "spawn_agent", "delegate"})
 _CODEX_REQUEST = re.compile(r"^#+\s*My request for Codex:?\s*", re.MULTILINE | re.IGNORECASE)
 _ERROR_IN_ASK = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b[^\n]*")

@@ -434,7 +434,10 @@ async def extract_facts(
             break
         complete = len(messages) < batch
         reading = structural_facts(messages)
-        if 0 < reading.settled < len(messages):
+        wait = reading.settled > 0  # a first call still unanswered: read on past it, as the next run would
+        if not wait:
+            reading = structural_facts(messages, wait=False)
+        elif reading.settled < len(messages):
             # Stop before calls still without a result: the next run reads them with it (or,
             # finding them first and still unanswered, reads on past them).
             messages = messages[: reading.settled]
@@ -442,7 +445,7 @@ async def extract_facts(
             complete = True
         failures = await _current_failures(store, partition, reading.facts)
         if failures:
-            reading = structural_facts(messages, failures)
+            reading = structural_facts(messages, failures, wait=wait)
         proposed = _in_message_order(messages, reading.facts, partition)
         for start in range(0, len(proposed), WRITE_BATCH):
             stored = await store.add_facts(proposed[start : start + WRITE_BATCH])

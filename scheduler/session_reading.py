@@ -347,7 +347,8 @@ class _Reader:
         todos = self.tasks.apply(call.name, call.args) if todos is None else todos
         if todos is not None:
             self.todos, self.todo_at = todos, len(self.order)
-        state = _Call(call, message, len(self.turns) - 1, result="ok" if todos is not None else None)
+        done = todos is not None or call.name in marks.NO_RESULT_TOOLS  # bookkeeping, or a call never answered
+        state = _Call(call, message, len(self.turns) - 1, result="ok" if done else None)
         if call.name in SHELL_TOOLS:
             state.command = shell_command(call.args)
             state.category = shell_commands.category(state.command) if state.command else None

@@ -51,7 +51,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
-from palimpsest.scheduler.agent_marks import POLL_TOOLS, describe_call, is_rejection, rejection_reason
+from palimpsest.scheduler.agent_marks import (
+    NO_RESULT_TOOLS,
+    POLL_TOOLS,
+    describe_call,
+    is_rejection,
+    rejection_reason,
+)
 from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
     ToolCall,
@@ -135,7 +141,9 @@ class StructuralReading:
     settled: int
 
 
-def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str] | None = None) -> StructuralReading:
+def structural_facts(
+    messages: Sequence[Message], prior_failures: dict[str, str] | None = None, *, wait: bool = True
+) -> StructuralReading:
     """The facts a run of messages' tool calls state, oldest first.
 
     A call's facts are read with its result: a write the user rejected, or that failed,
@@ -147,6 +155,11 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
         prior_failures: ``command:CMD`` subjects whose current fact is a failure, and its
             error, from before these messages: a pass of that command then reads
             "passed after failing".
+        wait: Leave out the facts from the first call still without a result on (its
+            result may come in a later read); ``False`` reads on past it.
+
+    A call the user's next prompt follows gets no result any more (the turn ended), and a
+    call of `NO_RESULT_TOOLS` never had one: neither holds the reading back.
     """
     facts: list[StructuralFact] = []
     failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
@@ -154,10 +167,13 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
     pending: dict[str, tuple[int, Message, ToolCall]] = {}
     running: dict[str, tuple[Message, ToolCall]] = {}  # Codex commands still running, by their session id
     waiting: dict[str, list[StructuralFact]] = {}  # their "started" facts, kept for those no poll settles
+    prompted = -1  # the last of the user's own prompts: calls before it wait for nothing
     for index, message in enumerate(messages):
+        if message.role is Role.user and message.metadata.get("kind") in (None, "text") and not message.tool_call_id:
+            prompted = index
         call = tool_call(message)
         if call is not None:
-            if call.id is not None:
+            if call.id is not None and call.name not in NO_RESULT_TOOLS:
                 pending[call.id] = (index, message, call)
             elif call.name in WRITE_TOOLS or call.name == "apply_patch":
                 facts += _write_facts(call, (message.id,), failures)
@@ -180,7 +196,9 @@ def structural_facts(messages: Sequence[Message], prior_failures: dict[str, str]
                 continue  # "started" only if no poll below settles it
             facts += _result_facts(found[2], found[1], message, failures, tools)
     facts += [fact for session, started_facts in waiting.items() if session in running for fact in started_facts]
-    settled = min((index for index, *_ in pending.values()), default=len(messages))
+    settled = min((index for index, *_ in pending.values() if index > prompted), default=len(messages))
+    if not wait:
+        return StructuralReading(facts, len(messages))
     return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
 
 

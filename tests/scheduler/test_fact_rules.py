@@ -316,3 +316,27 @@ def test_a_codex_dev_server_still_running_is_started_not_passed_and_a_poll_settl
         "`bun run typecheck` passed (exit 0)",
         "`npm run dev -- --host 127.0.0.1` started at http://127.0.0.1:5174/, still running when last seen",
     ]
+
+
+def test_calls_that_get_no_result_never_hold_the_reading_back(tmp_path: Path) -> None:
+    # Codex records a ``web_search_call`` with no output item (chikachow/cyspbot's rollout searches the docs before
+    # every plan), and a call the user's next prompt followed gets no result any more: neither waits.
+    rollout = Codex()
+    rollout.message("user", "Plan the token broker")
+    search = {"type": "search", "query": "Cloud Run custom audiences"}
+    rollout.add("response_item", {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": search})
+    rollout.exec("c1", "git add docs/plan.md && git commit -m 'Plan the broker'", "[main 1a2b3c4] Plan the broker", 0)
+    rollout.add(
+        "response_item",
+        {"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "pytest -q"}', "call_id": "c2"},
+    )
+    rollout.message("user", "Also note the audience in the README")
+    rollout.exec("c3", "rm docs/old.md", "", 0)
+    transcript = parse_codex(rollout.write(tmp_path / "rollout.jsonl"), partition="codex")
+    found = structural_facts(stored([m for batch in transcript.batches for m in batch.messages], partition="codex"))
+    assert found.settled == len([m for batch in transcript.batches for m in batch.messages])
+    assert [fact.text for fact in found.facts] == [
+        "Staged docs/plan.md (git add)",
+        'Committed "Plan the broker" as 1a2b3c4',
+        "Deleted docs/old.md",
+    ]

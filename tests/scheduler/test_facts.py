@@ -204,6 +204,45 @@ async def test_extraction_is_incremental_and_a_change_supersedes(store: MemorySt
     assert (await store.fact_layer("p", "t1")).extracted_seq == 2
 
 
+def shell(source_id: str, command: str, minutes: int) -> NewMessage:
+    """A shell call as the stores keep it (Claude Code's ``Bash``)."""
+    body = json.dumps({"command": command})
+    meta = {"kind": "tool_use", "tool_name": "Bash"}
+    return NewMessage(role=Role.assistant, content=f"Bash {body}", message_id=source_id, tool_call_id=source_id,
+                      metadata=meta, created_at=T0 + timedelta(minutes=minutes))  # fmt: skip
+
+
+def shell_result(call: str, output: str, minutes: int) -> NewMessage:
+    return NewMessage(role=Role.tool, content=output, message_id=f"{call}:result", tool_call_id=call,
+                      metadata={"kind": "tool_result"}, created_at=T0 + timedelta(minutes=minutes))  # fmt: skip
+
+
+async def test_a_call_still_unanswered_waits_once_and_is_then_read_past(store: MemoryStore) -> None:
+    # A maintenance pass while a long command still runs stops before it; the next pass, finding it first and still
+    # unanswered, reads on past it: the commands and prose after it are kept, not dropped with it.
+    await store.append_messages(
+        "p",
+        "t1",
+        [
+            turn("u0", "Release 0.3.0", 0, Role.user),
+            shell("c1", "rm CHANGELOG.old", 1),
+            shell_result("c1", "", 1),
+            shell("c2", "npm run e2e", 2),
+            shell("c3", "git tag v0.3.0", 3),
+            shell_result("c3", "", 3),
+            turn("a4", "The release script uses semantic-release 24 with the npm plugin.", 4),
+        ],
+    )
+    assert await extract_facts(store, "p", "t1") == 1  # up to the unanswered call
+    assert await extract_facts(store, "p", "t1") == 2  # then past it
+    texts = {fact.text for fact in await store.list_facts("p")}
+    assert texts == {
+        "Deleted CHANGELOG.old",
+        "Ran git tag v0.3.0",
+        "The release script uses semantic-release 24 with the npm plugin.",
+    }
+
+
 async def test_an_older_fact_ingested_late_lands_superseded(store: MemoryStore) -> None:
     await store.append_messages("p", "new", [turn("a", "The API uses OAuth2 device flow for authentication now.", 60)])
     await store.append_messages("p", "old", [turn("a", JWT, 1)])
