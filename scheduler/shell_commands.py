@@ -267,9 +267,14 @@ _POWERSHELL_READ = re.compile(
 
 
 def _queries(rest: list[str]) -> bool:
-    """Whether a tool's subcommand is a query: its first word, or one after words such as ``repo mirror``."""
-    for word in _operands(rest)[:3]:
-        if word in _QUERY_VERBS:
+    """Whether a tool's subcommand is a query: its first word, or one after words such as ``repo mirror``.
+
+    ``config`` alone prints the configuration (``docker compose config``); followed by more
+    words it may set it (``npm config set``).
+    """
+    operands = _operands(rest)
+    for index, word in enumerate(operands[:3]):
+        if word in _QUERY_VERBS or (word == "config" and index == len(operands) - 1):
             return True
         if re.fullmatch(r"[a-z][a-z-]*", word) is None:
             return False

@@ -74,6 +74,8 @@ def facts(session: Claude) -> list[StructuralFact]:
         ('echo "=== session list ==="; entire session list; entire checkpoint list', "read"),
         ("entire auth status", "read"),
         ("entire repo mirror get acme/app --no-pager", "read"),
+        ('docker compose config 2>/dev/null | grep "name: cybervpn-" | sort -u | wc -l', "read"),
+        ("npm config set registry https://npm.acme.dev", "other"),
         ("docker ps -a", "read"),
         ("rm list", "state"),
         ("kubectl get pods", "state"),
