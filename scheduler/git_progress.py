@@ -125,7 +125,8 @@ class GitProgress:
             if every or self.pending[known] or any(_under(known, path) for path in paths):
                 del self.pending[known]
         self.committed = True
-        self.unpushed.append(made[0] if made else "a commit")
+        subject = shell_commands.commit_subject(command)
+        self.unpushed.append(made[0] if made else f'"{clip(subject, 60)}"' if subject else "a commit")
 
     def open_items(self, asked_of_git: bool, push_spoken: bool) -> list[str]:
         """What is left out of git's history at the end, as open items (see the module docstring for when)."""

@@ -750,7 +750,10 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     final = next((ask for ask in asks if ask.turn is turn), None)
     calls = [state for state in reader.order if reader.turns[state.turn] is turn]
     change = _change_failed(calls)
-    cut_short = ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") or turn.last == "error"
+    # An error after the turn's changes came in place of its last reply: the work is told as done, the error as how it
+    # ended; one before any change left the request undone.
+    errored = turn.last == "error" and not (turn.changed or turn.effects)
+    cut_short = ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") or errored
     for ask in asks[:-1] if final is not None else asks:  # earlier requests the agent answered with an error only
         if ask.turn is not turn and ask.turn.last == "error" and not ask.turn.changed and not ask.turn.replies:
             found.append(f"unfinished request (the agent stopped on an error): {ask.text}")

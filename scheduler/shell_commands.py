@@ -634,9 +634,17 @@ def commit_body(command: str, limit: int) -> str | None:
     return (body[0] if len(body[0]) <= limit else body[0][: limit - 1].rstrip() + "…") if body else None
 
 
-_OPTION_MESSAGE = re.compile(r"(?:^|\s)(?:-m|--message)[= ]\s*(?:\"([^\"]+)\"|'([^']+)')")
+_OPTION_MESSAGE = re.compile(r"(?:^|\s)(?:-[a-zA-Z]*m|--message)[= ]\s*(?:\"([^\"]+)\"|'([^']+)')")
 #: git's line for a commit it made: ``[main 1a2b3c4] Subject`` (``(root-commit)`` for the first).
 _COMMIT_HASH = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]\s*(.*)$", re.MULTILINE)
+
+
+def commit_subject(command: str) -> str:
+    """The first line of a commit's message as the command gives it (``-m "..."`` or a heredoc); empty if none."""
+    heredoc = _HEREDOC_BODY.search(command)
+    option = _OPTION_MESSAGE.search(command)
+    message = heredoc.group(2) if heredoc is not None else (option.group(1) or option.group(2)) if option else ""
+    return message.strip().splitlines()[0].strip() if message.strip() else ""
 
 
 def commit_made(command: str, output: str) -> tuple[str, str] | None:
@@ -651,10 +659,7 @@ def commit_made(command: str, output: str) -> tuple[str, str] | None:
         return found.group(1), found.group(2)
     if "commit" not in command or "log" not in command:
         return None
-    heredoc = _HEREDOC_BODY.search(command)
-    option = _OPTION_MESSAGE.search(command)
-    message = heredoc.group(2) if heredoc is not None else (option.group(1) or option.group(2)) if option else ""
-    subject = message.strip().splitlines()[0].strip() if message.strip() else ""
+    subject = commit_subject(command)
     if not subject:
         return None
     logged = re.search(rf"^([0-9a-f]{{7,40}}) (?:\([^)]*\) )?({re.escape(subject)})\s*$", output, re.MULTILINE)

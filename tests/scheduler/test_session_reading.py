@@ -889,3 +889,16 @@ def test_a_plan_approved_and_not_carried_out_and_requests_lost_to_errors_stay_op
         "unfinished request (the agent stopped on an error): Colour each category from the schema",
         "unfinished request: fix",
     ]
+
+
+def test_an_error_after_the_work_ends_the_session_failed_but_leaves_the_work_done(tmp_path: Path) -> None:
+    # entireio/cli's Gemini CLI session: ``rm docs/color.txt`` succeeds, then the quota error takes the reply's place.
+    # A commit whose output names no hash (Cursor's shell) is named by its message.
+    s = Claude(tmp_path, "e1e1-error")
+    s.ask("delete color.txt and commit, I will push later")
+    s.bash("rm docs/color.txt", "")
+    s.bash("git commit -am 'Remove the colour file'", "1 file changed, 1 deletion(-)")
+    s.line("assistant", [{"type": "text", "text": "API Error: 429 quota exhausted"}], isApiErrorMessage=True)
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "failed"
+    assert reading.open_items == ['committed, not pushed: "Remove the colour file"']
