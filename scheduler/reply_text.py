@@ -449,13 +449,25 @@ def is_offer(question: str) -> bool:
 
 
 def stated_offer(text: str) -> str | None:
-    """An offer the reply's last paragraph makes as a statement ("Say the word if you want it run anyway.")."""
+    """An offer the reply's last paragraph makes as a statement ("Say the word if you want it run anyway.").
+
+    One that only points back ("... if you want it run anyway") comes with the sentence before
+    it, which says what "it" is ("I skipped the `review-branch` gate the hook suggested").
+    """
     blocks = [unit for unit in units(text) if unit.kind in ("para", "bullet")]
     for block in blocks[-2:][::-1]:
-        for sentence in reversed(sentences(plain(block.text))):
-            if _STATED_OFFER.search(sentence.strip()) is not None:
-                return sentence.strip()
+        said = [sentence.strip() for sentence in sentences(plain(block.text))]
+        for index in range(len(said) - 1, -1, -1):
+            if _STATED_OFFER.search(said[index]) is None:
+                continue
+            if index > 0 and _POINTS_BACK.search(said[index]) and not _NAME.search(said[index]):
+                return f"{cut(said[index - 1], 110)} {said[index]}"
+            return said[index]
     return None
+
+
+#: An offer whose object is a pronoun: "... if you want it run anyway", "Happy to do that too".
+_POINTS_BACK = re.compile(r"\b(?:it|that|this|them|those|these|one)\b", re.IGNORECASE)
 
 
 def is_open_question(question: str) -> bool:

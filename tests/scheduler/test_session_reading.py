@@ -796,7 +796,10 @@ def test_an_offer_made_as_a_statement_stays_open(tmp_path: Path) -> None:
         "Pushed `entire-resume-test`.\n\nI skipped the `review-branch` gate the hook suggested; a throwaway "
         "`.gitignore` isn't what that standard is for. Say the word if you want it run anyway."
     )
-    assert read(s).open_items == ["offered, no answer yet: Say the word if you want it run anyway."]
+    assert read(s).open_items == [
+        "offered, no answer yet: I skipped the `review-branch` gate the hook suggested… "
+        "Say the word if you want it run anyway."
+    ]
     s.ask("What does the hook check?")
     s.say("It runs the review checklist. Let me know if you have questions.")
     assert read(s).open_items == []
