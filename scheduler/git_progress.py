@@ -4,7 +4,8 @@ The next session must know that the work it finds is in the working tree only, o
 machine only: that is what "it is done" hides most often. Read from the session's own
 steps, in order (`session_reading` feeds each successful call):
 
-- a file a write tool or a shell command changed is **pending**; ``git add PATH`` stages the
+- a file a write tool or a shell command changed is **pending** (not one a command named
+  after changing folder, ``cd /tmp && rm -rf clone``: that is no path of the project); ``git add PATH`` stages the
   pending files under PATH (``git add .``, ``-A``, ``--all``, ``-u`` all of them), and a
   ``git commit`` commits the staged ones (``-a`` / ``--all``: every pending file; paths
   after the options: those too). ``git restore PATH`` and ``git checkout -- PATH`` take

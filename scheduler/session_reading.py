@@ -453,9 +453,12 @@ class _Reader:
             self.last_written = f"{name}: {clip(heading, 100)}" if heading else name
         if state.command is not None:
             self.git.ran(state.command, body)
+        # A shell command's paths are the session's own unless it moved first (``cd /tmp && rm -rf clone``).
+        own = state.command is None or _MOVES.search(state.command) is None
         for path, action in _written(state):
             path = path.rstrip("/") or path
-            self.git.wrote(path, action)
+            if own:
+                self.git.wrote(path, action)
             turn.changed[path] = action if turn.changed.get(path) != "created" or action == "deleted" else "created"
             self.reading.changed[path] = _after(self.reading.changed.get(path), action)
         if state.command is not None:
@@ -486,6 +489,10 @@ class _Reader:
             self.turn.errors = []
         self.turn.errors.append(clip(" ".join(message.content.split()), ERROR_CHARS))
         self.turn.last = "error"
+
+
+#: A command line that changes folder before its other steps: its relative paths are not the project's.
+_MOVES = re.compile(r"(?:^|[;&|(]\s*)\s*(?:cd|pushd|Set-Location)\s", re.IGNORECASE | re.MULTILINE)
 
 
 def _after(known: str | None, action: str) -> str:

@@ -905,3 +905,16 @@ def test_an_error_after_the_work_ends_the_session_failed_but_leaves_the_work_don
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "failed"
     assert reading.open_items == ['committed, not pushed: "Remove the colour file"']
+
+
+def test_files_a_command_names_after_changing_folder_are_not_the_projects_to_commit(tmp_path: Path) -> None:
+    # blackgirlbytes/entire-token-costs-benchmark-tests: scratch runs built in /tmp by a multi-line command, then the
+    # work committed; only what is left of the project is uncommitted.
+    s = Claude(tmp_path, "m1m1-moves")
+    s.ask("Rework the benchmark and commit it")
+    s.bash("cd /tmp && rm -rf synth-run\nmkdir -p synth-run/run1 && echo '{}' > synth-run/run1/usage.json", "")
+    s.tool("Edit", {"file_path": f"{CWD}/scripts/token-benchmark.mjs", "old_string": "a", "new_string": "b"}, "ok")
+    s.bash("git add scripts/token-benchmark.mjs && git commit -m 'Rework the cost metric'", "[main 6ddd049] Rework")
+    s.tool("Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("Committed as `6ddd049`; the README note is still to commit.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): README.md"]
