@@ -48,6 +48,9 @@ PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
 NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)
 #: What ``git status`` says of a working tree with nothing to commit.
 _CLEAN = re.compile(r"\bnothing to commit\b", re.IGNORECASE)
+#: How the two open items begin (a later session's commit or push settles them: `retrieval/standing.py`).
+UNCOMMITTED = "uncommitted changes"
+UNPUSHED = "committed, not pushed"
 #: How many file names and commits an open item names.
 SHOWN = 4
 
@@ -136,11 +139,11 @@ class GitProgress:
         if names and (self.in_play or asked_of_git):
             shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
             when = "after the last commit" if self.committed else "not committed in the session"
-            items.append(clip(f"uncommitted changes ({when}): {shown}", 160))
+            items.append(clip(f"{UNCOMMITTED} ({when}): {shown}", 160))
         if self.unpushed and (self.pushed or push_spoken):
             commits = list(dict.fromkeys(self.unpushed))
             shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
-            items.append(f"committed, not pushed: {shown}")
+            items.append(f"{UNPUSHED}: {shown}")
         return items
 
 

@@ -189,6 +189,9 @@ class SessionReading:
     undone: list[str] = field(default_factory=list)
     #: Steps this session finished (todos it marked done, commands whose last run passed).
     finished: list[str] = field(default_factory=list)
+    #: Whether it committed, and pushed, anything: an earlier session's uncommitted or unpushed work is settled then.
+    committed: bool = False
+    pushed: bool = False
     replies: int = 0
     tool_calls: int = 0
 
@@ -587,6 +590,7 @@ def _finish(reader: _Reader) -> SessionReading:
     reading.did = _did(reader)
     reading.finished = [text for text, done in reader.todos if done]
     reading.finished += [cmd for turn in turns for cmd, status in turn.checks.items() if status == "passed"]
+    reading.committed, reading.pushed = reader.git.committed, reader.git.pushed
     return reading
 
 

@@ -17,7 +17,8 @@ conclusion, and what is still open. Rules:
 - A step is open only if nothing later finished it: the reader reconciles the todo list
   with what followed it; a checkpoint's next steps count only when nothing happened after
   the checkpoint. `close_finished` then drops what a later session of the project finished
-  (a todo it marked done, a check it ran to a pass).
+  (a todo it marked done, a check it ran to a pass, a commit or a push for work an earlier
+  one left uncommitted or unpushed).
 - With a model configured, maintenance may have stored a model's reading of the session
   (`scheduler/model_reading.py`); when it covers the thread's last message, its sections
   replace the reader's (`_model_reading`). Nothing here calls a model.
@@ -32,6 +33,7 @@ from datetime import datetime
 from palimpsest.graph_schema.models import Message, Summary, Thread
 from palimpsest.graph_schema.store import MemoryStore
 from palimpsest.scheduler.extractive import parse_checkpoint
+from palimpsest.scheduler.git_progress import UNCOMMITTED, UNPUSHED
 from palimpsest.scheduler.model_reading import stored_reading
 from palimpsest.scheduler.session_facts import clip, is_not_work
 from palimpsest.scheduler.session_reading import BRIEF_CHARS, Ask, Ending, read_session
@@ -70,6 +72,10 @@ class Standing:
     def is_work(self) -> bool:
         """Whether the session did anything: a reply from the model, or a tool call."""
         return self.replies > 0 or self.tool_calls > 0
+
+
+#: Marks of a later session's commit and push: they settle an earlier session's work left out of git.
+COMMITTED, PUSHED = "\x00committed", "\x00pushed"
 
 
 def _key(text: str) -> str:
@@ -120,6 +126,7 @@ async def read_standing(store: MemoryStore, partition: str, thread: Thread) -> S
     if not todo_kept and tail is not None:  # the summary covers the last message: nothing happened after it
         standing.open_steps += parse_checkpoint(tail.text).sections.get("Next steps", [])
     standing.finished = {_key(item) for item in reading.finished}
+    standing.finished |= {marker for marker, done in ((COMMITTED, reading.committed), (PUSHED, reading.pushed)) if done}
     return await _model_reading(store, partition, standing, messages)
 
 
@@ -169,6 +176,10 @@ def close_finished(standings: Sequence[Standing]) -> None:
 
 
 def _done(step: str, finished: set[str]) -> bool:
+    if step.startswith(UNCOMMITTED):
+        return COMMITTED in finished
+    if step.startswith(UNPUSHED):
+        return PUSHED in finished
     key = _key(step.removeprefix("todo: "))
     command = key.split(" still failing", 1)[0].strip("`")
     return key in finished or command in finished

@@ -195,6 +195,31 @@ def test_open_steps_are_the_last_todo_state_and_failures_that_never_passed(store
     assert "- Still open: nothing\n" in older
 
 
+def test_work_one_session_left_out_of_git_is_settled_by_a_later_commit_and_push(store_url: str, tmp_path: Path) -> None:
+    s = Session(tmp_path, "eeee5555-edits")
+    s.ask("Add the CSV export and commit it; push only when I say so")
+    s.tool("Edit", {"file_path": f"{CWD}/ledger/export.py", "old_string": "a", "new_string": "b"}, "ok")
+    s.tool("Bash", {"command": "git commit -am 'Add the CSV export'"}, "[main 1a2b3c4] Add the CSV export")
+    s.tool("Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("Committed as `1a2b3c4` and noted the export in the README.")
+    s.store(store_url)
+    block = memory(store_url).split("### eeee5555-edits", 1)[1]
+    assert (
+        "- Still open:\n  - uncommitted changes (after the last commit): README.md\n"
+        "  - committed, not pushed: 1a2b3c4\n"
+    ) in block
+    later = Session(tmp_path, "ffff6666-push", day="2025-06-15")
+    later.ask("Commit the README and push")
+    later.tool("Bash", {"command": "git commit -am 'Document the export'"}, "[main 5d6e7f8] Document the export")
+    later.tool(
+        "Bash", {"command": "git push origin main"}, "To github.com:acme/ledger.git\n   9f0e1d2..5d6e7f8  main -> main"
+    )
+    later.say("Pushed.")
+    later.store(store_url)
+    older = memory(store_url).split("### eeee5555-edits", 1)[1]
+    assert "- Still open: nothing\n" in older
+
+
 def test_sessions_that_are_no_work_are_left_out_but_kept(store_url: str, tmp_path: Path) -> None:
     real = Session(tmp_path, "dddd4444-real")
     real.ask("Add a CSV export")
