@@ -12,6 +12,8 @@ steps, in order (`session_reading` feeds each successful call):
   changes back, ``git stash`` puts them aside (``stash pop`` / ``apply`` brings them back),
   and a ``git status`` that says "nothing to commit" settles them all (a hook or the user
   committed them where the session could not see). What is pending at the end is **uncommitted**.
+- GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
+  pending file, since it names the changes it commits by ids of its own.
 - a commit is **unpushed** until a ``git push`` after it. That is told only when pushing is
   in play: the session pushed before, the user spoke of pushing, or a reply of the last
   request says the work is not pushed. Many users push themselves, and a commit is the work done.
@@ -81,6 +83,8 @@ class GitProgress:
     def ran(self, command: str, output: str) -> None:
         """A successful shell command: its ``git add``, ``commit``, ``push``, ``restore`` steps, in order."""
         for words in shell_commands.parse(command).commands:
+            if words[0] == "but":  # GitButler's CLI: it commits the changes it is given by id, then pushes
+                self._gitbutler(words[1:2], command, output)
             if words[0] != "git":
                 continue
             rest = words[1:]
@@ -104,6 +108,15 @@ class GitProgress:
                 for path in [p for p in _operands(args) if p != "--"]:
                     for known in [k for k in self.pending if _under(k, path)]:
                         del self.pending[known]
+
+    def _gitbutler(self, verb: list[str], command: str, output: str) -> None:
+        if verb == ["commit"]:
+            self.in_play = True
+            self.pending = {path: True for path in self.pending}  # which ids name which files is GitButler's own
+            self._commit(["--all"], command, output)
+        elif verb == ["push"]:
+            self.in_play = self.pushed = True
+            self.unpushed = []
 
     def _stash(self, action: list[str]) -> None:
         if action in ([], ["push"], ["save"]):

@@ -902,8 +902,9 @@ _CREATES_PULL = re.compile(r"(?:^|_)create_pull_request$", re.IGNORECASE)
 def _pulls_unmerged(reader: _Reader) -> list[str]:
     """Pull requests the session opened and did not merge: they wait on a review, a merge, CI.
 
-    A draft says so (it is unfinished by its own flag). A later ``gh pr merge`` (or a
-    tracker's ``merge_pull_request``) of the session settles them all.
+    ``gh pr create`` and GitButler's ``but pr new`` (titled by ``--title`` or the first line
+    of ``-m``). A draft says so (it is unfinished by its own flag). A later ``gh pr merge``
+    (or a tracker's ``merge_pull_request``) of the session settles them all.
     """
     opened: list[str] = []
     for state in reader.order:
@@ -916,9 +917,9 @@ def _pulls_unmerged(reader: _Reader) -> list[str]:
             continue
         title = state.call.args.get("title") if _CREATES_PULL.search(name) else None
         draft = state.call.args.get("draft") is True
-        if re.search(r"\bgh pr create\b", command):
+        if re.search(r"\bgh pr create\b|\bbut pr new\b", command):
             found = re.search(r"--title[= ](?:\"([^\"]+)\"|'([^']+)')", command)
-            title = (found.group(1) or found.group(2)) if found is not None else ""
+            title = (found.group(1) or found.group(2)) if found is not None else shell_commands.commit_subject(command)
             draft = re.search(r"\s(?:--draft|-d)\b", command) is not None
         if isinstance(title, str) and (title or state.pull):
             named = "; ".join(part for part in (clip(title, 100), state.pull) if part)
