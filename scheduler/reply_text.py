@@ -115,7 +115,8 @@ _PROPOSAL = re.compile(
 #: An offer made as a statement, not a question: "Say the word if you want it run anyway.", "Let me know if
 #: you'd like me to add a profile field.", "If you want, I can write an update script.", "Happy to add it too."
 _STATED_OFFER = re.compile(
-    r"^(?:say the word|let me know|tell me|just say|ping me)\b.*\bif you(?:'d| would)? (?:like|want|prefer)\b"
+    r"(?:^|[—–;]\s*|\s-\s)(?:say the word|let me know|tell me|just say|ping me)\b.*"
+    r"\b(?:if|when) you(?:'d| would| are)? (?:like|want|prefer|ready)\b"
     r"|^if you(?:'d| would)? (?:like|want|prefer)(?: it| that| to| me to)?[^.!?]{0,60}?,"
     r"\s*I(?:'d| can| could| will|'ll)\b"
     r"|^I (?:can|could) (?:also )?\w+[^.!?]*\bif you(?:'d| would)? (?:like|want|prefer)\b"
@@ -588,11 +589,17 @@ def is_remaining(sentence: str) -> bool:
 def is_user_action(sentence: str) -> bool:
     """Whether a sentence tells the user what they still have to do ("You may want to delete it manually").
 
-    A condition ("If you need to ..., I can help") or a question is no step.
+    A question is no step, nor a condition the agent answers ("If you need to ..., I can
+    help"); one whose main clause tells the user ("If your repositories change, you can
+    manually clear the cache") is.
     """
     flat = sentence.strip()
-    if flat.endswith(("?", ":")) or re.match(r"^(?:if|when|unless|whenever)\b", flat, re.IGNORECASE):
+    if flat.endswith(("?", ":")):
         return False
+    condition = re.match(r"^(?:if|when|unless|whenever)\b[^,]*,\s*", flat, re.IGNORECASE)
+    if condition is not None:  # "If your repositories change, you can manually clear the cache": the clause after it
+        rest = flat[condition.end() :]
+        return re.match(r"you\b", rest, re.IGNORECASE) is not None and _USER_ACTION.search(rest) is not None
     return _USER_ACTION.search(flat) is not None
 
 

@@ -903,7 +903,8 @@ def _pulls_unmerged(reader: _Reader) -> list[str]:
     """Pull requests the session opened and did not merge: they wait on a review, a merge, CI.
 
     ``gh pr create`` and GitButler's ``but pr new`` (titled by ``--title`` or the first line
-    of ``-m``). A draft says so (it is unfinished by its own flag). A later ``gh pr merge``
+    of ``-m``); a PR the session commented on or reviewed (``gh pr comment 444``) is in its
+    review loop, open too. A draft says so (it is unfinished by its own flag). A later ``gh pr merge``
     (or a tracker's ``merge_pull_request``) of the session settles them all.
     """
     opened: list[str] = []
@@ -924,7 +925,10 @@ def _pulls_unmerged(reader: _Reader) -> list[str]:
         if isinstance(title, str) and (title or state.pull):
             named = "; ".join(part for part in (clip(title, 100), state.pull) if part)
             opened.append(f"{'draft ' if draft else ''}PR opened, not merged: {named}")
-    return opened
+        commented = re.search(r"\bgh pr (?:comment|review)\s+#?(\d+)", command)
+        if commented is not None and "--approve" not in command:
+            opened.append(f"PR #{commented.group(1)} commented on, not merged")
+    return list(dict.fromkeys(opened))
 
 
 _TEST_WORDS = re.compile(r"\b(?:tests?|verify|verification|lint|build|check|run|type[- ]?check|suite)\b", re.I)

@@ -938,3 +938,44 @@ def test_gitbutlers_commit_push_and_pull_request_are_read_as_gits(tmp_path: Path
     assert read(s).open_items == [
         "PR opened, not merged: Update postman tests for /feed (#9); https://github.com/vidluther/linkblog/pull/19"
     ]
+
+
+def test_a_conditional_told_to_the_user_and_an_offer_after_a_dash_stay_open(tmp_path: Path) -> None:
+    # TheAbyssSage/sage-stockmans-portfolio: the cache is cleared by hand when the repositories change.
+    # Esdeveniments/esdeveniments-frontend: "... — say the word when you want me to check their response."
+    s = Claude(tmp_path, "c2c2-conditional")
+    s.ask("Cache the home stats")
+    s.tool("Edit", {"file_path": f"{CWD}/src/app/home.ts", "old_string": "a", "new_string": "b"}, "ok")
+    s.say(
+        "The stats stay cached until the browser storage is cleared. If your repositories change, you can manually "
+        "clear the `home-stats-cache` localStorage entry to force a refresh! If you need anything else, I can help."
+    )
+    assert read(s).open_items == [
+        "If your repositories change, you can manually clear the `home-stats-cache` localStorage entry to force a "
+        "refresh!"
+    ]
+    s.ask("Fix the round 5 review findings")
+    s.tool("Edit", {"file_path": f"{CWD}/src/app/track.ts", "old_string": "a", "new_string": "b"}, "ok")
+    s.say(
+        "Fixed. I'll hold off declaring the PR mergeable until CodeRabbit weighs in on round 5 — say the word when "
+        "you want me to check their review."
+    )
+    assert read(s).open_items[-1] == (
+        "offered, no answer yet: I'll hold off declaring the PR mergeable until CodeRabbit weighs in on round 5 — say "
+        "the word when you want me to check their review."
+    )
+
+
+def test_a_pull_request_the_session_commented_on_stays_open_until_merged(tmp_path: Path) -> None:
+    # Esdeveniments/esdeveniments-frontend: review findings fixed on PR #444's branch, pushed, the reviewers asked
+    # for a fresh pass in a comment.
+    s = Claude(tmp_path, "p3p3-comment")
+    s.ask("Address the review feedback on PR 444")
+    s.bash("git push origin feat/analytics", "To github.com:acme/app.git\n   f5437c4..8362b3f  feat -> feat")
+    s.bash("gh pr comment 444 --body '@coderabbitai review'", "https://github.com/acme/app/pull/444#issuecomment-1")
+    s.say("Pushed as `8362b3f4` and asked for a fresh review.")
+    assert read(s).open_items == ["PR #444 commented on, not merged"]
+    s.ask("merge it")
+    s.bash("gh pr merge 444 --squash", "Merged pull request #444")
+    s.say("Merged.")
+    assert read(s).open_items == []
