@@ -13,7 +13,9 @@ steps, in order (`session_reading` feeds each successful call):
   and a ``git status`` that says "nothing to commit" settles them all (a hook or the user
   committed them where the session could not see). What is pending at the end is **uncommitted**.
 - GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
-  pending file, since it names the changes it commits by ids of its own.
+  pending file, since it names the changes it commits by ids of its own. Opening a pull
+  request (``gh pr create``, ``but pr new``) pushes its branch. A command asked for its
+  ``--help`` does nothing.
 - a commit is **unpushed** until a ``git push`` after it. That is told only when pushing is
   in play: the session pushed before, the user spoke of pushing, or a reply of the last
   request says the work is not pushed. Many users push themselves, and a commit is the work done.
@@ -83,8 +85,10 @@ class GitProgress:
     def ran(self, command: str, output: str) -> None:
         """A successful shell command: its ``git add``, ``commit``, ``push``, ``restore`` steps, in order."""
         for words in shell_commands.parse(command).commands:
-            if words[0] == "but":  # GitButler's CLI: it commits the changes it is given by id, then pushes
-                self._gitbutler(words[1:2], command, output)
+            if "--help" in words or "-h" in words:
+                continue
+            if words[0] in ("but", "gh"):  # GitButler's CLI; a pull request opened pushes its branch
+                self._published(words[0], words[1:3], command, output)
             if words[0] != "git":
                 continue
             rest = words[1:]
@@ -109,12 +113,12 @@ class GitProgress:
                     for known in [k for k in self.pending if _under(k, path)]:
                         del self.pending[known]
 
-    def _gitbutler(self, verb: list[str], command: str, output: str) -> None:
-        if verb == ["commit"]:
+    def _published(self, program: str, verbs: list[str], command: str, output: str) -> None:
+        if program == "but" and verbs[:1] == ["commit"]:
             self.in_play = True
             self.pending = {path: True for path in self.pending}  # which ids name which files is GitButler's own
             self._commit(["--all"], command, output)
-        elif verb == ["push"]:
+        elif (program == "but" and verbs[:1] == ["push"]) or verbs in (["pr", "create"], ["pr", "new"]):
             self.in_play = self.pushed = True
             self.unpushed = []
 

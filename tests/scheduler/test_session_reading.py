@@ -924,12 +924,12 @@ def test_gitbutlers_commit_push_and_pull_request_are_read_as_gits(tmp_path: Path
     # vidluther/linkblog's Claude Code session commits with GitButler's CLI (changes named by its own ids) and opens
     # the PR with ``but pr new``.
     s = Claude(tmp_path, "b2b2-gitbutler")
-    s.ask("Update the Postman tests and the plan for /feed, commit and open a PR")
+    s.ask("Update the Postman tests and the plan for /feed, commit, push and open a PR")
+    s.bash("but commit --help 2>&1 | head -30", "Usage: but commit [OPTIONS] [BRANCH]")
     s.tool("Edit", {"file_path": f"{CWD}/postman/collection.json", "old_string": "a", "new_string": "b"}, "ok")
     s.bash(
         'but commit update-feed-docs -m "docs: update postman tests for /feed (#9)" -p upw,yu', "Created commit ae90dc5"
     )
-    s.bash("but push update-feed-docs", "Pushed update-feed-docs")
     s.bash(
         'but pr new update-feed-docs -m "Update postman tests for /feed (#9)\n\n## Summary\n- Feed assertions"',
         "Created PR https://github.com/vidluther/linkblog/pull/19",
