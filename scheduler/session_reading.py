@@ -225,6 +225,8 @@ class _Reader:
         self.kinds: dict[str, frozenset[str]] = {}
         #: Files changed and not committed, commits not pushed, as the session's steps go by.
         self.git = GitProgress()
+        #: Pull requests a result showed merged (``gh pr view 90 --json state``: ``"state": "MERGED"``), by number.
+        self.merged: set[str] = set()
         #: A command the user ran in the agent's shell mode, with what it printed: a request if the agent acts on it.
         self.user_shell: tuple[str, Message, int] | None = None
 
@@ -416,6 +418,9 @@ class _Reader:
         pull = _PULL_URL.search(message.content[:4000])
         if pull is not None:
             state.pull = pull.group(0)
+        viewed = _PR_NUMBER.search(state.command or "")
+        if viewed is not None and _MERGED.search(message.content[:4000]) is not None:
+            self.merged.add(viewed.group(1) or viewed.group(2))
         if state.call.name in marks.QUESTION_TOOLS and not failed:
             for answer in marks.answers(message.content):
                 self.ask(marks.ask_text(answer), message, position, "answer")
@@ -895,6 +900,9 @@ _NEVER_RAN = re.compile(
 #: Codex's unified exec: a command still running when its call returned, and one that has exited.
 _RUNNING = re.compile(r"Process running with session ID (\d+)")
 _EXITED = re.compile(r"Process exited with code -?\d+")
+#: A command about one pull request (``gh pr view 90``, ``gh api repos/o/r/pulls/90``), and a result saying it merged.
+_PR_NUMBER = re.compile(r"\bgh pr (?:view|checks|status|merge)\s+#?(\d+)|/pulls/(\d+)\b(?!/)")
+_MERGED = re.compile(r'"state"\s*:\s*"MERGED"|"merged"\s*:\s*true|^state:\s*MERGED\b', re.MULTILINE)
 _PULL_URL = re.compile(r"https://[\w.-]+/[\w.-]+/[\w.-]+/pull/\d+")
 _CREATES_PULL = re.compile(r"(?:^|_)create_pull_request$", re.IGNORECASE)
 
@@ -926,7 +934,7 @@ def _pulls_unmerged(reader: _Reader) -> list[str]:
             named = "; ".join(part for part in (clip(title, 100), state.pull) if part)
             opened.append(f"{'draft ' if draft else ''}PR opened, not merged: {named}")
         commented = re.search(r"\bgh pr (?:comment|review)\s+#?(\d+)", command)
-        if commented is not None and "--approve" not in command:
+        if commented is not None and "--approve" not in command and commented.group(1) not in reader.merged:
             opened.append(f"PR #{commented.group(1)} commented on, not merged")
     return list(dict.fromkeys(opened))
 

@@ -975,6 +975,13 @@ def test_a_pull_request_the_session_commented_on_stays_open_until_merged(tmp_pat
     s.bash("gh pr comment 444 --body '@coderabbitai review'", "https://github.com/acme/app/pull/444#issuecomment-1")
     s.say("Pushed as `8362b3f4` and asked for a fresh review.")
     assert read(s).open_items == ["PR #444 commented on, not merged"]
+    s.bash("gh pr view 444 --json state", '{"state":"OPEN"}')
+    s.say("Still open.")
+    assert read(s).open_items == ["PR #444 commented on, not merged"]
+    s.bash("gh pr comment 445 --body 'rebased on #444'", "https://github.com/acme/app/pull/445#issuecomment-2")
+    s.bash("gh pr view 445 --json state,mergedAt", '{"state":"MERGED","mergedAt":"2026-01-23T03:02:01Z"}')
+    s.say("#445 is merged already.")
+    assert read(s).open_items == ["PR #444 commented on, not merged"]  # merged by someone else: settled
     s.ask("merge it")
     s.bash("gh pr merge 444 --squash", "Merged pull request #444")
     s.say("Merged.")
