@@ -247,11 +247,15 @@ def _category(words: list[str]) -> Category:
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
+    if program == "but" and _GITBUTLER_CHANGES.match(" ".join(_operands(rest)[:2])):
+        return "state"
     if _powershell_read(program, rest) or _queries(rest):
         return "read"
     return "other"
 
 
+#: GitButler CLI subcommands that change the repository (``but commit``, ``but push``, ``but pr new``).
+_GITBUTLER_CHANGES = re.compile(r"^(?:commit|push|pr new|branch new|absorb|amend|undo|rub)\b")
 #: Subcommands that ask a tool what is there (``entire checkpoint list``, ``entire auth status``,
 #: ``docker ps``, ``vercel inspect URL``) rather than change anything.
 _QUERY_VERBS = frozenset(
@@ -420,7 +424,7 @@ def effects(command: str) -> list[Effect]:
     parsed = parse(command)
     found: list[Effect] = []
     for words in parsed.commands:
-        found += _simple_effects(_unwrap_runner(words))
+        found += _simple_effects(_unwrap_runner(words), command)
     for path, appended in parsed.written:
         verb = "Appended to" if appended else "Wrote"
         found.append(Effect(f"{verb} {path}", f"file:{path}", ((path, "edited" if appended else "written"),)))
@@ -466,7 +470,7 @@ def _scratch_names(command: str) -> Callable[[str], bool]:
     return scratch
 
 
-def _simple_effects(words: list[str]) -> list[Effect]:
+def _simple_effects(words: list[str], command: str) -> list[Effect]:
     program, rest = words[0], words[1:]
     operands = _operands(rest)
     if program == "rm" or program == "unlink" or program == "rmdir":
@@ -493,6 +497,25 @@ def _simple_effects(words: list[str]) -> list[Effect]:
         return _git_effects(rest)
     if program == "gh":
         return _gh_effects(rest)
+    if program == "but":
+        return _gitbutler_effects(rest, commit_subject(command))
+    return []
+
+
+def _gitbutler_effects(rest: list[str], subject: str) -> list[Effect]:
+    """What GitButler's CLI did: ``but commit BRANCH -m MSG``, ``but push BRANCH``, ``but pr new BRANCH -m MSG``.
+
+    ``subject`` is the first line of the message, read from the whole command line (a
+    multi-line ``-m`` is no one line's words).
+    """
+    words = _operands(rest)
+    branch = words[1] if len(words) > 1 and words[0] in ("commit", "push") else words[2] if len(words) > 2 else ""
+    if words[:1] == ["commit"] and subject:
+        return [Effect(f'Committed "{subject}" (GitButler)', f"commit:{subject}")]
+    if words[:1] == ["push"]:
+        return [Effect(f"Pushed {branch}".strip(), f"git:push:{branch}")]
+    if words[:2] == ["pr", "new"]:
+        return [Effect(f'Opened PR "{subject}"' if subject else "Opened PR", f"gh:pr:{subject or branch}")]
     return []
 
 

@@ -76,6 +76,11 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("entire repo mirror get acme/app --no-pager", "read"),
         ('docker compose config 2>/dev/null | grep "name: cybervpn-" | sort -u | wc -l', "read"),
         ("npm config set registry https://npm.acme.dev", "other"),
+        # GitButler's CLI (vidluther/linkblog): its status reads, its commit, push and pull request change state.
+        ("but status --json -f", "read"),
+        ("but commit update-feed-docs -m 'docs: update the feed tests' -p upw,yu", "state"),
+        ("but pr new update-feed-docs -m 'Update the feed tests'", "state"),
+        ("but commit --help 2>&1 | head -30", "read"),
         ("docker ps -a", "read"),
         ("rm list", "state"),
         ("kubectl get pods", "state"),

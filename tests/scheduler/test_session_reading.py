@@ -935,8 +935,15 @@ def test_gitbutlers_commit_push_and_pull_request_are_read_as_gits(tmp_path: Path
         "Created PR https://github.com/vidluther/linkblog/pull/19",
     )
     s.say("PR created: https://github.com/vidluther/linkblog/pull/19")
-    assert read(s).open_items == [
+    reading = read(s)
+    assert reading.open_items == [
         "PR opened, not merged: Update postman tests for /feed (#9); https://github.com/vidluther/linkblog/pull/19"
+    ]
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.did == [
+        "edited collection.json",
+        'committed "docs: update postman tests for /feed (#9)" (GitButler)',
+        'opened PR "Update postman tests for /feed (#9)"',
     ]
 
 
