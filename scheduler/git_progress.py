@@ -91,9 +91,7 @@ class GitProgress:
                 self._published(words[0], words[1:3], command, output)
             if words[0] != "git":
                 continue
-            rest = words[1:]
-            while len(rest) > 1 and rest[0] in ("-C", "-c"):
-                rest = rest[2:]
+            rest = shell_commands.git_arguments(words[1:])
             verb, args = (rest[0], rest[1:]) if rest else ("", [])
             if verb == "add":
                 self.in_play = True
@@ -107,17 +105,16 @@ class GitProgress:
             elif verb == "status" and _CLEAN.search(output) is not None:
                 self.pending = {}
             elif verb == "stash":
-                self._stash(_operands(args)[:1])
+                self._stash(shell_commands.operands(args)[:1])
             elif verb == "restore" or (verb == "checkout" and "--" in args):
-                for path in [p for p in _operands(args) if p != "--"]:
+                for path in [p for p in shell_commands.operands(args) if p != "--"]:
                     for known in [k for k in self.pending if _under(k, path)]:
                         del self.pending[known]
 
     def _published(self, program: str, verbs: list[str], command: str, output: str) -> None:
         if program == "but" and verbs[:1] == ["commit"]:
             self.in_play = True
-            self.pending = {path: True for path in self.pending}  # which ids name which files is GitButler's own
-            self._commit(["--all"], command, output)
+            self._commit(["--all"], command, output)  # which ids name which files is GitButler's own: all of them
         elif (program == "but" and verbs[:1] == ["push"]) or verbs in (["pr", "create"], ["pr", "new"]):
             self.in_play = self.pushed = True
             self.unpushed = []
@@ -130,7 +127,7 @@ class GitProgress:
             self.stashed = {}
 
     def _stage(self, args: list[str]) -> None:
-        paths = _operands(args)
+        paths = shell_commands.operands(args)
         everything = not paths or any(a in (".", "-A", "--all", "-u", "--update", ":/") for a in args)
         for known in self.pending:
             if everything or any(_under(known, path) for path in paths):
@@ -141,7 +138,7 @@ class GitProgress:
         if made is None and re.search(r"\bnothing (?:added )?to commit\b", output):
             return
         every = any(a in ("-a", "--all") or re.fullmatch(r"-[a-zA-Z]*a[a-zA-Z]*", a) for a in args)
-        paths = _operands(_without_values(args))
+        paths = shell_commands.operands(_without_values(args))
         for known in list(self.pending):
             if every or self.pending[known] or any(_under(known, path) for path in paths):
                 del self.pending[known]
@@ -162,10 +159,6 @@ class GitProgress:
             shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
             items.append(f"{UNPUSHED}: {shown}")
         return items
-
-
-def _operands(args: list[str]) -> list[str]:
-    return [arg for arg in args if not arg.startswith("-")]
 
 
 def _without_values(args: list[str]) -> list[str]:

@@ -247,7 +247,7 @@ def _category(words: list[str]) -> Category:
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
-    if program == "but" and _GITBUTLER_CHANGES.match(" ".join(_operands(rest)[:2])):
+    if program == "but" and _GITBUTLER_CHANGES.match(" ".join(operands(rest)[:2])):
         return "state"
     if _powershell_read(program, rest) or _queries(rest):
         return "read"
@@ -276,9 +276,9 @@ def _queries(rest: list[str]) -> bool:
     ``config`` alone prints the configuration (``docker compose config``); followed by more
     words it may set it (``npm config set``).
     """
-    operands = _operands(rest)
-    for index, word in enumerate(operands[:3]):
-        if word in _QUERY_VERBS or (word == "config" and index == len(operands) - 1):
+    words = operands(rest)
+    for index, word in enumerate(words[:3]):
+        if word in _QUERY_VERBS or (word == "config" and index == len(words) - 1):
             return True
         if re.fullmatch(r"[a-z][a-z-]*", word) is None:
             return False
@@ -337,8 +337,7 @@ def _inline_read(program: str, rest: list[str]) -> bool:
 
 
 def _git_category(rest: list[str]) -> Category:
-    while len(rest) > 1 and rest[0] in ("-C", "-c"):
-        rest = rest[2:]
+    rest = git_arguments(rest)
     words = [word for word in rest if not word.startswith("-")]
     flags = [word for word in rest if word.startswith("-")]
     verb = words[0] if words else ""
@@ -415,8 +414,16 @@ def category(command: str) -> Category:
     return next((name for name in order if name in found), "read")
 
 
-def _operands(rest: list[str]) -> list[str]:
+def operands(rest: list[str]) -> list[str]:
+    """A command's words that are no option (``git add -A src`` → ``add``, ``src``)."""
     return [word for word in rest if not word.startswith("-")]
+
+
+def git_arguments(rest: list[str]) -> list[str]:
+    """``git``'s words from its subcommand on: ``-C DIR`` and ``-c KEY=VALUE`` before it skipped."""
+    while len(rest) > 1 and rest[0] in ("-C", "-c"):
+        rest = rest[2:]
+    return rest
 
 
 def effects(command: str) -> list[Effect]:
@@ -472,26 +479,26 @@ def _scratch_names(command: str) -> Callable[[str], bool]:
 
 def _simple_effects(words: list[str], command: str) -> list[Effect]:
     program, rest = words[0], words[1:]
-    operands = _operands(rest)
+    paths = operands(rest)
     if program == "rm" or program == "unlink" or program == "rmdir":
-        return [Effect(f"Deleted {path}", f"file:{path}", ((path, "deleted"),)) for path in operands]
-    if program in ("mv", "cp") and len(operands) >= 2:
-        *sources, target = operands
+        return [Effect(f"Deleted {path}", f"file:{path}", ((path, "deleted"),)) for path in paths]
+    if program in ("mv", "cp") and len(paths) >= 2:
+        *sources, target = paths
         verb = "Moved" if program == "mv" else "Copied"
         files = [(source, "deleted") for source in sources] if program == "mv" else []
         files.append((target, "created"))
         return [Effect(f"{verb} {' '.join(sources)} to {target}", f"file:{target}", tuple(files))]
     if program in ("mkdir", "touch"):
         what = "directory " if program == "mkdir" else ""
-        return [Effect(f"Created {what}{path}", f"file:{path}", ((path, "created"),)) for path in operands]
+        return [Effect(f"Created {what}{path}", f"file:{path}", ((path, "created"),)) for path in paths]
     if program == "tee":
         appended = "-a" in rest or "--append" in rest
         return [
             Effect(f"{'Appended to' if appended else 'Wrote'} {path}", f"file:{path}", ((path, "edited"),))
-            for path in operands
+            for path in paths
         ]
-    if program in ("sed", "perl") and operands and any(word.startswith(("-i", "--in-place")) for word in rest):
-        path = operands[-1]
+    if program in ("sed", "perl") and paths and any(word.startswith(("-i", "--in-place")) for word in rest):
+        path = paths[-1]
         return [Effect(f"Edited {path} in place ({program} -i)", f"file:{path}", ((path, "edited"),))]
     if program == "git":
         return _git_effects(rest)
@@ -508,7 +515,7 @@ def _gitbutler_effects(rest: list[str], subject: str) -> list[Effect]:
     ``subject`` is the first line of the message, read from the whole command line (a
     multi-line ``-m`` is no one line's words).
     """
-    words = _operands(rest)
+    words = operands(rest)
     branch = words[1] if len(words) > 1 and words[0] in ("commit", "push") else words[2] if len(words) > 2 else ""
     if words[:1] == ["commit"] and subject:
         return [Effect(f'Committed "{subject}" (GitButler)', f"commit:{subject}")]
@@ -520,9 +527,8 @@ def _gitbutler_effects(rest: list[str], subject: str) -> list[Effect]:
 
 
 def _git_effects(rest: list[str]) -> list[Effect]:
-    while len(rest) > 1 and rest[0] in ("-C", "-c"):
-        rest = rest[2:]
-    words = _operands(rest)
+    rest = git_arguments(rest)
+    words = operands(rest)
     if not words:
         return []
     verb, args = words[0], words[1:]
@@ -563,7 +569,7 @@ def _git_effects(rest: list[str]) -> list[Effect]:
 
 
 def _gh_effects(rest: list[str]) -> list[Effect]:
-    words = _operands(rest)
+    words = operands(rest)
     if len(words) < 2 or words[0] not in ("pr", "issue", "release") or words[1] in _GH_READ_VERBS:
         return []
     title = next((rest[i + 1] for i, word in enumerate(rest[:-1]) if word in ("--title", "-t")), None)
