@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -78,6 +79,16 @@ def test_an_interrupted_and_a_rejected_session_say_so_and_leave_their_request_op
     assert "- Did:" not in text  # a rejected edit changed nothing
 
 
+def gemini_memory(store_url: str, tmp_path: Path, session: str, records: list[dict[str, Any]]) -> str:
+    """Store a Gemini CLI recording of ``records`` through the real hook, then a new session's memory."""
+    recording = tmp_path / f"session-{session}.json"
+    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
+    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
+    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
+    assert result.exit_code == 0, result.output
+    return memory(store_url, agent="gemini")
+
+
 def test_a_gemini_session_through_its_hook(store_url: str, tmp_path: Path) -> None:
     session = "f7633853-6663-4dbb-bbf4-6159afa29df8"
     at = "2026-01-15T20:5{}:{:02d}.000Z".format
@@ -126,12 +137,7 @@ def test_a_gemini_session_through_its_hook(store_url: str, tmp_path: Path) -> No
         {"id": "u2", "timestamp": at(1, 20), "type": "user", "content": "System: Please continue."},
         {"id": "g2", "timestamp": at(1, 30), "type": "gemini", "content": 'Appended "Red" to `docs/color.md`.'},
     ]
-    recording = tmp_path / f"session-{session}.json"
-    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
-    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
-    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
-    assert result.exit_code == 0, result.output
-    text = memory(store_url, agent="gemini")
+    text = gemini_memory(store_url, tmp_path, session, records)
     assert "- Asked:\n  1. create a color file inside docs\n" in text
     assert "Please continue" not in text
     assert "- Did: created then deleted blue.md; edited color.md\n" in text
@@ -181,12 +187,7 @@ def test_a_gemini_session_that_ended_on_an_api_error_failed_and_its_request_stay
             "content": "Failed to export session: EISDIR: illegal operation on a directory, open '/home/dev'",
         },
     ]
-    recording = tmp_path / f"session-{session}.json"
-    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
-    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
-    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
-    assert result.exit_code == 0, result.output
-    text = memory(store_url, agent="gemini")
+    text = gemini_memory(store_url, tmp_path, session, records)
     assert (
         "- Ended: failed: stopped on an error: [API Error: You have exhausted your capacity on this model. Your quota "
         "will reset after 0s.]; then 1 more, the last: Failed to export session: EISDIR"
@@ -209,12 +210,7 @@ def test_a_call_gemini_cli_marks_cancelled_is_told_in_its_word(store_url: str, t
             "toolCalls": [gemini_call("cli_help-1", "cli_help", {"question": "tools?"}, "", "cancelled", at(9, 1))],
         },
     ]
-    recording = tmp_path / f"session-{session}.json"
-    recording.write_text(json.dumps(gemini_recording(session, records)), encoding="utf-8")
-    payload = {"session_id": session, "transcript_path": str(recording), "cwd": CWD, "hook_event_name": "AfterAgent"}
-    result = CliRunner().invoke(app, ["hook", "gemini", "--store", store_url], input=json.dumps(payload))
-    assert result.exit_code == 0, result.output
-    text = memory(store_url, agent="gemini")
+    text = gemini_memory(store_url, tmp_path, session, records)
     assert "- Ended: a tool call rejected by the user. the user cancelled cli_help\n" in text
     assert "  - unfinished request: ajuste o redis store no arquivo main\n" in text
 
