@@ -340,11 +340,12 @@ class SqliteStore(
             # built for that query: a row holding every word shows the same window for it.
             found: dict[str, tuple[SearchKind, tuple[Any, ...], str]] = {}
             for kind in searched:
-                words = _ranking_words(conn, query) if kind == "message" else query
+                ranking = _ranking_words(conn, query) if kind == "message" else q.query_words(query)
+                words = " ".join(ranking) or query
                 # ``words`` always holds a word here (the query was checked above).
                 any_word = q.fts_query(words) or ""
                 tiers = [any_word, q.fts_query(words, require_all=True) or ""]
-                for matching in tiers if len(q.query_words(words)) > 1 else tiers[:1]:
+                for matching in tiers if len(ranking) > 1 else tiers[:1]:
                     asked = {**params, "query": matching, "limit": limit, "candidates": candidates}
                     rows = conn.execute(q.SEARCHES[kind], asked).fetchall()
                     for row in rows:
@@ -383,7 +384,8 @@ class SqliteStore(
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
             matched: dict[str, tuple[str, str, str | None]] = {}
             for kind in {hit.kind for hit in hits}:
-                fts_query = q.fts_query(_ranking_words(conn, query) if kind == "message" else query)
+                words = " ".join(_ranking_words(conn, query)) or query if kind == "message" else query
+                fts_query = q.fts_query(words)
                 if fts_query is None:
                     continue
                 ids = json.dumps([hit.id for hit in hits if hit.kind == kind])
@@ -442,7 +444,7 @@ class SqliteStore(
         return await self._read(read)
 
 
-def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
+def _ranking_words(conn: sqlite3.Connection, query: str) -> list[str]:
     """The query's words that can rank a message: those in some but not most messages.
 
     A word in no message matches nothing and adds nothing to any score, yet would make
@@ -451,7 +453,10 @@ def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
     requiring it drops good rows that lack it. How common a word is comes from the
     newest ``COMMON_TERM_SAMPLE`` messages: counting all of a common word's rows would
     cost tens of milliseconds at a million. Common terms are kept when the store is small
-    (below ``COMMON_TERM_MIN_ROWS``); the query is kept as is when no word is left.
+    (below ``COMMON_TERM_MIN_ROWS``). When no word is left the caller searches the query
+    as is, newest matches first in effect (every score is near zero), and runs no
+    all-words query: it would rank the same near-zero scores again, at the cost of a
+    second pass over up to ``MATCH_CANDIDATES`` rows.
     """
     (rows,) = conn.execute(q.MESSAGE_ROWS).fetchone()
     sample = {"after": rows - q.COMMON_TERM_SAMPLE}
@@ -463,4 +468,4 @@ def _ranking_words(conn: sqlite3.Connection, query: str) -> str:
             continue
         if rows < q.COMMON_TERM_MIN_ROWS or 2 * recent <= min(rows, q.COMMON_TERM_SAMPLE):
             kept.append(word)
-    return " ".join(kept) if kept else query
+    return kept

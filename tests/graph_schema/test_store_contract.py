@@ -584,6 +584,31 @@ async def test_sqlite_ranks_every_hit_by_bm25_and_keeps_old_all_word_rows_past_t
         await store.close()
 
 
+async def test_sqlite_ranks_only_the_newest_matches_when_every_query_word_is_common(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Words in most messages have a bm25 IDF near zero: an all-words query would rank the
+    # same near-zero scores a second time, so past the cap only the newest matches count.
+    monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.MATCH_CANDIDATES", 3)
+    monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.COMMON_TERM_MIN_ROWS", 4)
+    store = SqliteStore(str(tmp_path / "memory.db"))
+    await store.initialize()
+    try:
+        await append(
+            store,
+            "t",
+            [
+                "kafka deploy kafka deploy kafka deploy",
+                *(f"kafka note {i}" for i in range(3)),
+                *(f"deploy note {i}" for i in range(3)),
+            ],
+        )
+        hits = await store.search_text("kafka deploy", partition=P, limit=3)
+        assert sorted(hit.snippet for hit in hits) == ["deploy note 0", "deploy note 1", "deploy note 2"]
+    finally:
+        await store.close()
+
+
 def padded(middle: str, tag: str) -> str:
     """``middle`` inside 120 distinct filler words on each side, so a snippet must cut both ends."""
     return " ".join([*(f"{tag}a{i}" for i in range(120)), middle, *(f"{tag}b{i}" for i in range(120))])
