@@ -14,7 +14,8 @@ steps, in order (`session_reading` feeds each successful call):
   committed them where the session could not see). What is pending at the end is **uncommitted**.
 - GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
   pending file, since it names the changes it commits by ids of its own. Opening a pull
-  request (``gh pr create``, ``but pr new``) pushes its branch. A command asked for its
+  request (``gh pr create``, ``but pr new``) pushes its branch, as do the gh-stack extension's
+  ``gh stack push`` and ``gh stack submit``. A command asked for its
   ``--help`` does nothing.
 - a commit is **unpushed** until a ``git push`` after it. That is told only when pushing is
   in play: the session pushed before, the user spoke of pushing, or a reply of the last
@@ -47,6 +48,8 @@ GIT_STATE = re.compile(
     r"\buntracked\b|\buncommitted\b|\bnot (?:yet )?committed\b|\b(?:want me to|shall I|should I|like me to) commit\b",
     re.IGNORECASE,
 )
+#: ``gh`` and ``but`` subcommands that push the branch: a pull request opened, gh-stack's push and submit.
+_PUBLISHING = (["pr", "create"], ["pr", "new"], ["stack", "push"], ["stack", "submit"])
 #: Words that speak of pushing, in a request, or in a last reply saying the work is not pushed yet.
 PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
 NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)
@@ -115,7 +118,7 @@ class GitProgress:
         if program == "but" and verbs[:1] == ["commit"]:
             self.in_play = True
             self._commit(["--all"], command, output)  # which ids name which files is GitButler's own: all of them
-        elif (program == "but" and verbs[:1] == ["push"]) or verbs in (["pr", "create"], ["pr", "new"]):
+        elif (program == "but" and verbs[:1] == ["push"]) or verbs in _PUBLISHING:
             self.in_play = self.pushed = True
             self.unpushed = []
 

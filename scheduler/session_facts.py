@@ -63,6 +63,11 @@ _COMMAND_CHARS = 120
 _ERROR_CHARS = 160
 _REQUEST_CHARS = 400
 _CALL_RE = re.compile(r"\A([A-Za-z_][\w.:-]*) (\{.*\})\s*\Z", re.DOTALL)
+#: Codex's code mode: one ``exec`` call runs a JavaScript cell that awaits tool calls, a shell
+#: command as ``tools.exec_command({"cmd": ..., "workdir": ...})``, several at once under
+#: ``Promise.all``. The object is JSON as the model writes it, or a literal with bare keys.
+_SCRIPTED_CALL = re.compile(r"\btools\.exec_command\(\s*(?=\{)")
+_SCRIPTED_CMD = re.compile(r'\A\{[^{}]*?["\']?\bcmd["\']?\s*:\s*("(?:[^"\\\n]|\\.)*")')
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
 _EXIT_CODE = re.compile(r"\A\s*(?:Exit code:?|Process exited with code)\s*(-?\d+)", re.IGNORECASE)
 _EXIT_ANYWHERE = re.compile(r"(?:Exit code:?|exited with code)\s*(-?\d+)", re.IGNORECASE)
@@ -78,7 +83,8 @@ _ERROR_LINE = re.compile(
 #: above it (``Exit code 1``, ``Chunk ID: 7cba13``, ``Wall time: 0.0000 seconds``, ``Original token count: 41``).
 _BANNER = re.compile(
     r"^[=\-_*#~\s]*$|^=+ .* =+$|^\s*(?:Exit code|Wall time|Output):?\s*\S*(?: seconds)?\s*$|"
-    r"^\s*(?:Chunk ID|Original token count|Process exited with code|Process running with session ID):?\s*\S*\s*$",
+    r"^\s*(?:Chunk ID|Original token count|Process exited with code|Process running with session ID):?\s*\S*\s*$|"
+    r"^\s*Script (?:completed|failed|running with cell ID \d+)\s*$",
     re.IGNORECASE,
 )
 _TEST_STATE = re.compile(r"\b\d+ (?:passed|failed)\b[^\n]*|\b\d+ errors? in \d[^\n]*")
@@ -195,6 +201,10 @@ def tool_call(message: Message) -> ToolCall | None:
             return None
         name = match.group(1)
     rest = content[len(name) :].strip() if content.startswith(name) else content
+    if name == "exec" and not rest.startswith("{"):
+        commands = scripted_commands(rest)
+        if commands:
+            return ToolCall(message.tool_call_id, "exec_command", {"cmd": "\n".join(commands)}, rest)
     args: dict[str, Any] = {}
     if rest.startswith("{"):
         try:
@@ -206,6 +216,26 @@ def tool_call(message: Message) -> ToolCall | None:
         elif kind is None:
             return None
     return ToolCall(message.tool_call_id, name, args, rest)
+
+
+def scripted_commands(script: str) -> list[str]:
+    """The shell commands a Codex code-mode cell runs, in the order it names them.
+
+    Read as one shell call whose lines they are, so a commit or a push made from a cell
+    counts as one made by a plain ``exec_command``.
+    """
+    decoder = json.JSONDecoder()
+    commands: list[str] = []
+    for found in _SCRIPTED_CALL.finditer(script):
+        try:
+            value, _ = decoder.raw_decode(script, found.end())
+        except ValueError:
+            literal = _SCRIPTED_CMD.match(script[found.end() : found.end() + 4000])
+            value = {"cmd": json.loads(literal.group(1))} if literal else None
+        command = value.get("cmd") if isinstance(value, dict) else None
+        if isinstance(command, str) and command.strip():
+            commands.append(command)
+    return commands
 
 
 #: Metadata flags of messages that are not the session's own work: context an agent

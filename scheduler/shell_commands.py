@@ -570,6 +570,8 @@ def _git_effects(rest: list[str]) -> list[Effect]:
 
 def _gh_effects(rest: list[str]) -> list[Effect]:
     words = operands(rest)
+    if words[:2] in (["stack", "push"], ["stack", "submit"]):  # the gh-stack extension pushes every branch of the stack
+        return [Effect("Pushed the stack's branches", "git:push:stack")]
     if len(words) < 2 or words[0] not in ("pr", "issue", "release") or words[1] in _GH_READ_VERBS:
         return []
     title = next((rest[i + 1] for i, word in enumerate(rest[:-1]) if word in ("--title", "-t")), None)

@@ -398,6 +398,30 @@ def test_a_codex_command_still_running_is_settled_by_the_poll_that_sees_it_exit(
     assert not any("npm run dev" in item for item in reading.open_items)
 
 
+def test_codex_code_mode_cells_are_read_as_the_commands_they_await(tmp_path: Path) -> None:
+    # Codex's code mode runs shell commands from JavaScript cells (``exec``); a commit and a
+    # push made there, or by gh-stack, are the session's own, and a cell that threw is a failure.
+    rollout = Codex()
+    rollout.message("user", "Add a CodeRabbit config and a pull request template")
+    rollout.patch("p1", [".coderabbit.yaml", ".github/pull_request_template.md"])
+    rollout.script("s1", ["npm test"], "Error: Cannot find module 'vitest'", failed=True)
+    rollout.script("s2", ["make check", "uvx check-jsonschema .coderabbit.yaml"], "19 passed\nok -- validation done")
+    rollout.message("assistant", "Both files are in place and `make check` passes.")
+    rollout.message("user", "commit and push these changes")
+    rollout.script(
+        "s3",
+        ['git add .coderabbit.yaml .github/pull_request_template.md\ngit commit -m "chore(ci): review gates"'],
+        "[chore/review 09058fb] chore(ci): review gates\n 2 files changed, 144 insertions(+)",
+    )
+    rollout.script("s4", ["git status --short\ngh stack push --remote origin"], "Pushed 2 branches")
+    rollout.message("assistant", "Committed and pushed `09058fb` to chore/review.")
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.committed and reading.pushed
+    assert reading.open_items == ["`npm test` still failing: Error: Cannot find module 'vitest'"]
+    assert reading.did[-2:] == ["pushed the stack's branches", "checks: `npm test` failed, `make check` passed"]
+
+
 def test_a_package_script_failure_is_fixed_by_its_tool_passing_and_a_tool_that_never_ran_is_no_failure(
     tmp_path: Path,
 ) -> None:

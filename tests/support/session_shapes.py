@@ -26,7 +26,14 @@ Nothing here is copied from a capture; each shape is taken from one, named where
   its output a text headed ``Chunk ID`` / ``Wall time`` / ``Process exited with code N`` /
   ``Original token count`` / ``Output:``, or ``Process running with session ID N`` for a
   command still running, which ``write_stdin`` (``{"session_id", "chars"}``, ``"\u0003"`` to
-  stop it) polls until it has exited.
+  stop it) polls until it has exited. Codex 0.145's code mode (a rollout on the ``entire/checkpoints/v1``
+  branch of Standard-Syntax/basic): a ``custom_tool_call`` named ``exec`` whose ``input`` is a
+  JavaScript cell, ``const r = await tools.exec_command({"cmd": ..., "workdir": ...});
+  text(r.output);`` or several under ``Promise.all``, its output two ``input_text`` parts,
+  ``Script completed\nWall time 0.1 seconds\nOutput:\n`` then the text; ``Script failed`` heads a
+  cell that threw (the wording as Codex transcript readers' tests give it); ``apply_patch``
+  as a ``custom_tool_call`` whose output reads ``Exit code: 0`` / ``Wall time`` / ``Output:``
+  / ``Success. Updated the following files:`` and one ``A`` or ``M`` line a file.
 - Gemini CLI recordings of one JSON document (``session-*.json``: ``sessionId``,
   ``projectHash``, ``startTime``, ``lastUpdated``, ``messages``), records ``user`` /
   ``gemini`` with ``toolCalls`` (``status``, ``result`` of ``functionResponse``), the
@@ -236,6 +243,35 @@ class Codex:
             "response_item",
             {"type": "function_call_output", "call_id": call, "output": _exec_output(output, code, still)},
         )
+
+    def script(self, call: str, commands: list[str], output: str, *, failed: bool = False) -> None:
+        """A code-mode ``exec`` cell awaiting ``tools.exec_command`` for each command, and what it printed."""
+        awaited = [f"tools.exec_command({json.dumps({'cmd': command, 'workdir': CWD})})" for command in commands]
+        cell = (
+            f"const r = await {awaited[0]};\ntext(r.output);\n"
+            if len(awaited) == 1
+            else "const results = await Promise.all([\n  " + ",\n  ".join(awaited) + "\n]);\n"
+        )
+        self.add("response_item", {"type": "custom_tool_call", "name": "exec", "call_id": call, "input": cell})
+        head = f"Script {'failed' if failed else 'completed'}\nWall time 0.1 seconds\nOutput:\n"
+        parts = [{"type": "input_text", "text": head}, {"type": "input_text", "text": output}]
+        self.add("response_item", {"type": "custom_tool_call_output", "call_id": call, "output": parts})
+
+    def patch(self, call: str, added: list[str]) -> None:
+        """A code-mode ``apply_patch`` adding files, and its success."""
+        body = "".join(f"*** Add File: {CWD}/{name}\n+{name}\n" for name in added)
+        self.add(
+            "response_item",
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "call_id": call,
+                "input": f"*** Begin Patch\n{body}*** End Patch\n",
+            },
+        )
+        listed = "".join(f"A {CWD}/{name}\n" for name in added)
+        result = f"Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\n{listed}"
+        self.add("response_item", {"type": "custom_tool_call_output", "call_id": call, "output": result})
 
     def plan(self, call: str, steps: list[tuple[str, str]]) -> None:
         plan = [{"step": step, "status": status} for step, status in steps]

@@ -25,7 +25,10 @@ message, marked injected. The mapping, decided once here:
   unless it is one of those). The start-of-session memory leaves them out;
 - ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call`` →
   assistant messages ``name arguments`` with ``tool_call_id`` = the ``call_id``;
-  ``function_call_output`` and ``custom_tool_call_output`` → ``tool`` messages;
+  ``function_call_output`` and ``custom_tool_call_output`` → ``tool`` messages. In code
+  mode a ``custom_tool_call`` named ``exec`` holds a JavaScript cell that calls tools
+  (``tools.exec_command({...})``); its output opens ``Script completed`` or ``Script
+  failed`` (then ``Wall time``, ``Output:``), and a failed one is kept with ``is_error``;
 - ``reasoning`` → an assistant message with metadata ``kind: thinking`` holding its
   readable summary (an encrypted-only one holds nothing to keep and is skipped).
 
@@ -75,6 +78,8 @@ _ROLES = {"user": Role.user, "assistant": Role.assistant, "system": Role.system,
 #: A user message Codex writes itself: one ``<snake_case>`` element, or the AGENTS.md preamble.
 _INJECTED_TAG = re.compile(r"\A\s*<([a-z_]+)(?:\s[^>]*)?>.*</\1>\s*\Z", re.DOTALL)
 _AGENTS_MD = "# AGENTS.md instructions"
+#: How a code-mode cell's output opens when its script threw (a command it awaited failed, or its own error).
+_SCRIPT_FAILED = "Script failed\n"
 _TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
 
 
@@ -145,9 +150,10 @@ def _output(payload: dict[str, Any], kept: list[dict[str, Any]]) -> tuple[str, b
     """A tool output's text and whether it says it failed (a string, parts, or ``{content, success}``)."""
     output = payload.get("output")
     if isinstance(output, str):
-        return output, False
+        return output, output.startswith(_SCRIPT_FAILED)
     if isinstance(output, list):
-        return _parts_text(output, "output", kept), False
+        text = _parts_text(output, "output", kept)
+        return text, text.startswith(_SCRIPT_FAILED)
     if isinstance(output, dict) and isinstance(output.get("content"), str):
         return output["content"], output.get("success") is False
     raise _BadItem(f"a {payload.get('type')} item needs an output (a string, a list of parts, or content)")
