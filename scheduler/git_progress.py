@@ -17,9 +17,11 @@ steps, in order (`session_reading` feeds each successful call):
   request (``gh pr create``, ``but pr new``) pushes its branch, as do the gh-stack extension's
   ``gh stack push`` and ``gh stack submit``. A command asked for its
   ``--help`` does nothing.
-- a commit is **unpushed** until a ``git push`` after it. That is told only when pushing is
-  in play: the session pushed before, the user spoke of pushing, or a reply of the last
-  request says the work is not pushed. Many users push themselves, and a commit is the work done.
+- a commit is **unpushed** until a ``git push`` after it, or until git says the branch is up
+  to date with its upstream. That is told only when pushing is in play: the session pushed
+  before, the user spoke of pushing, a reply of the last request says the work is not
+  pushed, or git said the branch is ahead of its upstream ("use git push to publish your
+  local commits"). Many users push themselves, and a commit is the work done.
 
 Files outside the project (a temporary folder, an agent's own folder such as
 ``~/.claude/plans``) are no work to commit. Uncommitted files are told only when git is in
@@ -53,6 +55,9 @@ _PUBLISHING = (["pr", "create"], ["pr", "new"], ["stack", "push"], ["stack", "su
 #: Words that speak of pushing, in a request, or in a last reply saying the work is not pushed yet.
 PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
 NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)
+#: What ``git status`` says of commits the upstream branch lacks, and of a branch that has none it lacks.
+_AHEAD = re.compile(r"\bYour branch is ahead of '[^']+' by \d+ commits?\b")
+_UP_TO_DATE = re.compile(r"\bYour branch is up to date with '[^']+'")
 #: What ``git status`` says of a working tree with nothing to commit.
 _CLEAN = re.compile(r"\bnothing to commit\b", re.IGNORECASE)
 #: How the two open items begin (a later session's commit or push settles them: `retrieval/standing.py`).
@@ -72,6 +77,8 @@ class GitProgress:
     committed: bool = False
     in_play: bool = False
     pushed: bool = False
+    #: Whether git said the branch is ahead of its upstream: pushing is then in play.
+    ahead: bool = False
     stashed: dict[str, bool] = field(default_factory=dict)
 
     def wrote(self, path: str, action: str) -> None:
@@ -86,8 +93,14 @@ class GitProgress:
         self.pending[path] = False
 
     def ran(self, command: str, output: str) -> None:
-        """A successful shell command: its ``git add``, ``commit``, ``push``, ``restore`` steps, in order."""
-        for words in shell_commands.parse(command).commands:
+        """A successful shell command: its ``git add``, ``commit``, ``push``, ``restore`` steps, in order.
+
+        Then what git printed of the upstream: a branch ahead of it brings pushing into play
+        (git's own hint is to push), one up to date with it after the session's commits
+        means they were pushed, from here or elsewhere.
+        """
+        parsed = shell_commands.parse(command).commands
+        for words in parsed:
             if "--help" in words or "-h" in words:
                 continue
             if words[0] in ("but", "gh"):  # GitButler's CLI; a pull request opened pushes its branch
@@ -113,6 +126,12 @@ class GitProgress:
                 for path in [p for p in shell_commands.operands(args) if p != "--"]:
                     for known in [k for k in self.pending if _under(k, path)]:
                         del self.pending[known]
+        if _AHEAD.search(output):
+            self.in_play = self.ahead = True
+        elif _UP_TO_DATE.search(output) and not any(
+            words[0] == "git" and shell_commands.git_arguments(words[1:])[:1] == ["commit"] for words in parsed
+        ):
+            self.unpushed = []
 
     def _published(self, program: str, verbs: list[str], command: str, output: str) -> None:
         if program == "but" and verbs[:1] == ["commit"]:
@@ -157,7 +176,7 @@ class GitProgress:
             shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
             when = "after the last commit" if self.committed else "not committed in the session"
             items.append(clip(f"{UNCOMMITTED} ({when}): {shown}", 160))
-        if self.unpushed and (self.pushed or push_spoken):
+        if self.unpushed and (self.pushed or push_spoken or self.ahead):
             commits = list(dict.fromkeys(self.unpushed))
             shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
             items.append(f"{UNPUSHED}: {shown}")

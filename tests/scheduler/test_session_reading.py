@@ -422,6 +422,24 @@ def test_codex_code_mode_cells_are_read_as_the_commands_they_await(tmp_path: Pat
     assert reading.did[-2:] == ["pushed the stack's branches", "checks: `npm test` failed, `make check` passed"]
 
 
+def test_a_commit_git_calls_ahead_of_its_upstream_is_unpushed_until_git_says_up_to_date(tmp_path: Path) -> None:
+    # Nobody spoke of pushing; git's "ahead of 'origin/main' by 1 commit" (its hint: push) brings it in.
+    s = Claude(tmp_path, "dddd-ahead")
+    s.ask("Add the synthetics create tool, with tests first")
+    s.tool("Write", {"file_path": f"{CWD}/src/synthetics.py", "content": "def create(): ..."}, "File created")
+    s.tool(
+        "Bash",
+        {"command": "git add src/synthetics.py && git commit -m 'Add synthetics create' && git status"},
+        "[main 6dacbd6] Add synthetics create\n 1 file changed\nOn branch main\n"
+        "Your branch is ahead of 'origin/main' by 1 commit.\n  (use \"git push\" to publish your local commits)\n",
+    )
+    s.say("Added the create tool; 202 tests pass.")
+    assert read(s).open_items == ["committed, not pushed: 6dacbd6"]
+    s.tool("Bash", {"command": "git status -sb"}, "On branch main\nYour branch is up to date with 'origin/main'.\n")
+    s.say("main is up to date with origin.")
+    assert read(s).open_items == [], "pushed from elsewhere (a hook, the user's terminal)"
+
+
 def test_a_package_script_failure_is_fixed_by_its_tool_passing_and_a_tool_that_never_ran_is_no_failure(
     tmp_path: Path,
 ) -> None:
