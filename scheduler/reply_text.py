@@ -130,9 +130,11 @@ _COURTESY = re.compile(
     r"sound good|is there anything|what else|help with anything|clear\?|happy with)\b",
     re.IGNORECASE,
 )
-#: Work a reply says it left for later ("Deferred", "out of scope for this PR", "not addressed yet").
+#: Work a reply says it left for later ("Deferred", "out of scope for this PR", "not addressed yet"); not
+#: "deferred" naming what a list holds ("the 6 deferred items", ``deferred-work.md``).
 _DEFERRED = re.compile(
-    r"\b(?:deferred|postponed|out of scope|left for (?:later|a follow[- ]up)|skipped for now|not (?:yet )?addressed|"
+    r"\b(?:deferred(?![-_\w]|\s+(?:items?|work|tasks?|issues?|findings?|ones|list|section)\b)|postponed|"
+    r"out of scope|left for (?:later|a follow[- ]up)|skipped for now|not (?:yet )?addressed|"
     r"(?:in|for) a (?:later|future|follow[- ]up|separate) (?:pr|change|session|commit)|left as is for now)\b",
     re.IGNORECASE,
 )

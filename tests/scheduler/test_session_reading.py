@@ -323,6 +323,19 @@ def test_a_question_waiting_on_the_user_and_work_deferred_in_the_last_reply_stay
     assert read(s).open_items == []  # a courtesy question waits on nothing
 
 
+def test_deferred_naming_what_a_done_item_holds_is_no_deferral(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "mmmm-deferred-items")
+    s.ask("yes: make these updates to the PRD")
+    s.tool("Edit", {"file_path": f"{CWD}/docs/prd.md", "old_string": "a", "new_string": "b"}, "updated")
+    s.say(
+        "All three updates done:\n\n"
+        "- **PRD, Known Technical Debt section**: added before NFRs, summarizing the 6 most actionable "
+        "deferred items with a pointer to `deferred-work.md` for full detail.\n"
+        "- **Retry budget**: deferred to the next sprint."
+    )
+    assert read(s).open_items == ["deferred: Retry budget: deferred to the next sprint."]
+
+
 def test_an_error_the_user_reported_and_that_was_only_answered_is_not_known_fixed(tmp_path: Path) -> None:
     s = Claude(tmp_path, "nnnn-reported")
     s.ask("how can I install the cask goreleaser generated so I can test it")
