@@ -139,7 +139,8 @@ _DEFERRED = re.compile(
     re.IGNORECASE,
 )
 #: A sentence saying what is still left of the work ("The branch still needs to be merged", "The npm dist-tags
-#: are still stale until the recovery workflow runs", "CI is queued here: URL", "My next pass would be ...").
+#: are still stale until the recovery workflow runs", "CI is queued here: URL", "My next pass would be ...",
+#: "The plan leaves five open questions (...) to resolve before ...").
 _REMAINING = re.compile(
     r"\bstill (?:needs?|requires?|has to|have to|must|waits? (?:on|for))\b"
     r"|\b(?:(?:is|are) still|remains?|stays?) "
@@ -150,7 +151,8 @@ _REMAINING = re.compile(
     r"|\bnot yet (?:been )?(?:merged|pushed|published|deployed|released|reviewed)\b"
     r"|\b(?:CI|(?:the|a) (?:new )?(?:run|build|workflow|pipeline|job|deploy(?:ment)?))\b[^.!?]{0,30}?"
     r"\b(?:is|are) (?:still )?(?:queued|in progress|pending)\b"
-    r"|^(?:my|the|our) next (?:step|pass|move|iteration|change)s? (?:would|will|should|could) be\b",
+    r"|^(?:my|the|our) next (?:step|pass|move|iteration|change)s? (?:would|will|should|could) be\b"
+    r"|\b(?:leaves?|left|has|have) (?:\w+ ){0,2}open questions?\b",
     re.IGNORECASE,
 )
 #: The line an agent signs a commit or PR text with ("🤖 Generated with [Claude Code](...)").

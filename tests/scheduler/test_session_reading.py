@@ -390,6 +390,21 @@ def test_work_a_prose_reply_says_is_left_stays_open_and_a_draft_pr_waits_on_revi
     assert read_codex(rollout, tmp_path).open_items == []
 
 
+def test_open_questions_a_written_plan_leaves_stay_open(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "eeee-open-questions")
+    s.ask("Write a plan in the backlog for packaging this as a desktop app")
+    s.tool("Write", {"file_path": f"{CWD}/docs/backlog/desktop.md", "content": "# Desktop"}, "File created")
+    s.say(
+        "Wrote docs/backlog/desktop.md comparing three options.\n\n**Bottom line:** I recommend Option B.\n\n"
+        "The plan leaves five open questions (timeline, `pip install` future, audit) to resolve before "
+        "promoting it into docs/plans/."
+    )
+    assert read(s).open_items == [
+        "The plan leaves five open questions (timeline, `pip install` future, audit) to resolve before promoting "
+        "it into docs/plans/."
+    ]
+
+
 def test_a_codex_command_still_running_is_settled_by_the_poll_that_sees_it_exit(tmp_path: Path) -> None:
     rollout = Codex()
     rollout.message("user", "Add a GPLv3 license, then commit and push")
