@@ -15,7 +15,8 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from contextlib import closing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -561,10 +562,7 @@ async def test_sqlite_ranks_every_hit_by_bm25_and_keeps_old_all_word_rows_past_t
     # SQLite only: it ranks at most the newest MATCH_CANDIDATES matches of a query, so
     # it also asks for rows holding every word, whose best stay in view past that cap;
     # the union is ranked by BM25 alone, as Lucene ranks Neo4j's.
-    monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.MATCH_CANDIDATES", 3)
-    store = SqliteStore(str(tmp_path / "memory.db"))
-    await store.initialize()
-    try:
+    async with sqlite_ranking_three(tmp_path, monkeypatch) as store:
         await append(
             store,
             "t",
@@ -580,8 +578,6 @@ async def test_sqlite_ranks_every_hit_by_bm25_and_keeps_old_all_word_rows_past_t
         assert "kafka kafka kafka kafka" not in [hit.snippet for hit in hits], "older than the 3 newest matches"
         everything = await store.search_text("kafka zookeeper", partition=P, limit=20)
         assert everything[0] == hits[0] and len(everything) == 8, "the cap grows with the hits asked for"
-    finally:
-        await store.close()
 
 
 async def test_sqlite_ranks_only_the_newest_matches_when_every_query_word_is_common(
@@ -589,11 +585,8 @@ async def test_sqlite_ranks_only_the_newest_matches_when_every_query_word_is_com
 ) -> None:
     # Words in most messages have a bm25 IDF near zero: an all-words query would rank the
     # same near-zero scores a second time, so past the cap only the newest matches count.
-    monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.MATCH_CANDIDATES", 3)
     monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.COMMON_TERM_MIN_ROWS", 4)
-    store = SqliteStore(str(tmp_path / "memory.db"))
-    await store.initialize()
-    try:
+    async with sqlite_ranking_three(tmp_path, monkeypatch) as store:
         await append(
             store,
             "t",
@@ -605,6 +598,16 @@ async def test_sqlite_ranks_only_the_newest_matches_when_every_query_word_is_com
         )
         hits = await store.search_text("kafka deploy", partition=P, limit=3)
         assert sorted(hit.snippet for hit in hits) == ["deploy note 0", "deploy note 1", "deploy note 2"]
+
+
+@asynccontextmanager
+async def sqlite_ranking_three(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SqliteStore]:
+    """A SQLite store whose full-text queries each rank at most the newest 3 matches."""
+    monkeypatch.setattr("palimpsest.graph_schema.sqlite.queries.MATCH_CANDIDATES", 3)
+    store = SqliteStore(str(tmp_path / "memory.db"))
+    await store.initialize()
+    try:
+        yield store
     finally:
         await store.close()
 
