@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from palimpsest.scheduler import shell_commands
 from palimpsest.scheduler.session_facts import clip
 
-#: Files that are no part of a project's history: scratch folders and agents' own folders.
+#: Files that are no part of a project's history: scratch folders, agents' own folders, git's own files.
 _OUTSIDE = re.compile(
-    r"(?:^|/)(?:tmp|var/folders|\.claude|\.codex|\.gemini|\.cursor)/|AppData[/\\]Local[/\\]Temp", re.IGNORECASE
+    r"(?:^|[/\\])(?:tmp|var[/\\]folders|\.claude|\.codex|\.gemini|\.cursor|\.git)[/\\]|AppData[/\\]Local[/\\]Temp",
+    re.IGNORECASE,
 )
 #: A request that speaks of git's history: then what is left out of it matters.
 GIT_WORDS = re.compile(r"\b(?:commit(?:s|ted|ting)?|push(?:ed|ing)?|git)\b", re.IGNORECASE)
@@ -82,8 +83,12 @@ class GitProgress:
     stashed: dict[str, bool] = field(default_factory=dict)
 
     def wrote(self, path: str, action: str) -> None:
-        """A file a successful call changed (``created``, ``edited``, ``deleted``, ...)."""
-        if _OUTSIDE.search(path):
+        """A file a successful call changed (``created``, ``edited``, ``deleted``, ...).
+
+        What only looks like one is passed over: a shell variable (``mv "$SRC" "$DST"``),
+        a word with no letter or digit (an ``=`` a command's parsing left), git's own files.
+        """
+        if _OUTSIDE.search(path) or path.startswith("$") or not re.search(r"[^\W_]", path):
             return
         if action == "created":
             self.created.add(path)
@@ -171,7 +176,7 @@ class GitProgress:
     def open_items(self, asked_of_git: bool, push_spoken: bool) -> list[str]:
         """What is left out of git's history at the end, as open items (see the module docstring for when)."""
         items: list[str] = []
-        names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in self.pending))
+        names = list(dict.fromkeys(path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] for path in self.pending))
         if names and (self.in_play or asked_of_git):
             shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
             when = "after the last commit" if self.committed else "not committed in the session"
@@ -200,9 +205,13 @@ def _without_values(args: list[str]) -> list[str]:
 
 
 def _under(path: str, given: str) -> bool:
-    """Whether ``given`` (as git was given it, relative) names ``path`` (as a tool wrote it, maybe absolute)."""
-    given = given.strip().rstrip("/")
+    """Whether ``given`` (as git was given it, relative) names ``path`` (as a tool wrote it, maybe absolute).
+
+    Windows paths are compared with forward slashes: git is given ``.github/workflows/x.yml``
+    for the ``D:\\repo\\.github\\workflows\\x.yml`` a tool wrote.
+    """
+    given = given.strip().replace("\\", "/").rstrip("/")
     if given in ("", "."):
         return True
-    path = path.rstrip("/")
+    path = path.replace("\\", "/").rstrip("/")
     return path == given or path.endswith("/" + given) or f"/{given}/" in f"/{path}" or path.startswith(given + "/")

@@ -138,6 +138,9 @@ _DEFERRED = re.compile(
     r"(?:in|for) a (?:later|future|follow[- ]up|separate) (?:pr|change|session|commit)|left as is for now)\b",
     re.IGNORECASE,
 )
+#: A review's finding, tagged by priority as Codex's reviews tag them ("P2 — tests/x.py:110: ...", "[P1] ..."):
+#: the review only reports it, so it is left to fix.
+_FINDING = re.compile(r"^(?:\[P[0-3]\]\s|P[0-3]\s*[—–:-]\s)")
 #: A sentence saying what is still left of the work ("The branch still needs to be merged", "The npm dist-tags
 #: are still stale until the recovery workflow runs", "CI is queued here: URL", "My next pass would be ...",
 #: "The plan leaves five open questions (...) to resolve before ...").
@@ -556,6 +559,8 @@ def next_steps(text: str) -> list[str]:
                 steps.append(unit.text)
             elif _DEFERRED.search(unit.text):
                 steps.append(f"deferred: {unit.text}")
+            elif _FINDING.match(unit.text):
+                steps.append(f"review finding: {unit.text}")
             elif is_remaining(unit.text):
                 steps.append(unit.text)
             continue

@@ -468,6 +468,41 @@ def test_a_commit_git_calls_ahead_of_its_upstream_is_unpushed_until_git_says_up_
     assert read(s).open_items == [], "pushed from elsewhere (a hook, the user's terminal)"
 
 
+def test_what_only_looks_like_a_changed_file_is_no_uncommitted_change(tmp_path: Path) -> None:
+    # Shell variables, git's own lock file and Windows paths git was given relative: none is left uncommitted.
+    s = Claude(tmp_path, "ffff-not-files")
+    s.ask("Fix the release workflow and commit it")
+    s.tool(
+        "Edit",
+        {"file_path": "D:\\oh-my-posh\\.github\\workflows\\release.yml", "old_string": "a", "new_string": "b"},
+        "ok",
+    )
+    s.tool("Edit", {"file_path": "D:\\oh-my-posh\\.gitignore", "old_string": "a", "new_string": "b"}, "ok")
+    s.tool("Bash", {"command": 'SRC=old/chime; DST=archive/chime; mv "$SRC" "$DST"'}, "")
+    s.tool("Bash", {"command": "rm -f .git/index.lock"}, "")
+    s.tool(
+        "Bash",
+        {"command": "git add .github/workflows/release.yml .gitignore && git commit -m 'fix(ci): keep the cache out'"},
+        "[main b5e8dfc5] fix(ci): keep the cache out\n 2 files changed",
+    )
+    s.say("Committed on `main` as `b5e8dfc5`.")
+    assert read(s).open_items == []
+
+
+def test_a_reviews_priority_tagged_findings_are_left_to_fix(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "Re-review the staged diff after the fixes")
+    rollout.exec("c1", "git diff --cached --stat", " 3 files changed", 0)
+    rollout.message(
+        "assistant",
+        "- **P2 — [tests/test_build.py:110](/w/tests/test_build.py:110):** The test only checks that `BUILD_DIRTY` "
+        "is boolean.",
+    )
+    assert read_codex(rollout, tmp_path).open_items == [
+        "review finding: P2 — tests/test_build.py:110: The test only checks that `BUILD_DIRTY` is boolean."
+    ]
+
+
 def test_a_package_script_failure_is_fixed_by_its_tool_passing_and_a_tool_that_never_ran_is_no_failure(
     tmp_path: Path,
 ) -> None:
