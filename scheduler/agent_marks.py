@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler import reply_text, shell_commands
@@ -87,8 +88,20 @@ SEARCH_TOOLS = frozenset(
     {"Grep", "Glob", "LS", "WebSearch", "WebFetch", "grep_search", "file_search", "list_dir", "codebase_search",
      "search_file_content", "glob", "list_directory", "read_many_files", "web_fetch", "google_web_search"}
 )  # fmt: skip
-#: Tools that poll a command still running (Codex's ``write_stdin`` to an exec session, empty input to wait).
-POLL_TOOLS = frozenset({"write_stdin"})
+#: Tools that poll a command still running: Codex's ``write_stdin`` to an exec session (empty input to wait), and
+#: code mode's ``wait`` on a cell.
+POLL_TOOLS = frozenset({"write_stdin", "wait"})
+#: What a command still running says, with the id its polls name: a Codex exec session, a code-mode cell.
+RUNNING = re.compile(r"(?:Process running with session ID|Script running with cell ID) (\d+)")
+#: What a result says once the command it ran or polled has ended.
+EXITED = re.compile(r"Process exited with code -?\d+|^Script (?:completed|failed)$", re.MULTILINE)
+
+
+def polled_id(args: dict[str, Any]) -> str:
+    """The id of the running command a poll waits on: ``write_stdin``'s ``session_id``, ``wait``'s ``cell_id``."""
+    return str(args.get("session_id", args.get("cell_id", "")))
+
+
 #: Calls a transcript never records a result for: Codex's ``web_search_call`` runs on the model's side, and the
 #: rollout holds no output item for it. Such a call is done when it is written.
 NO_RESULT_TOOLS = frozenset({"web_search"})

@@ -358,7 +358,7 @@ class _Reader:
             state.command = shell_command(call.args)
             state.category = shell_commands.category(state.command) if state.command else None
         if call.name in marks.POLL_TOOLS:
-            state.polls = self.running.get(str(call.args.get("session_id", "")))
+            state.polls = self.running.get(marks.polled_id(call.args))
         if call.id is not None:
             self.calls[call.id] = state
         self.order.append(state)
@@ -366,7 +366,8 @@ class _Reader:
             self.turn.last = "call"
 
     def result(self, message: Message, position: int) -> None:
-        """A call's result; Codex's "Process running with session ID N" waits for the poll that sees it exit."""
+        """A call's result; Codex's "Process running with session ID N" (or a cell's "Script running with cell ID N")
+        waits for the poll that sees it end."""
         state = self.calls.get(message.tool_call_id or "")
         if state is None:
             return
@@ -376,11 +377,11 @@ class _Reader:
             self.turn.last = "result"
             if "\x03" in str(state.call.args.get("chars", "")):
                 state.polls.result = "stopped"  # the agent ended it (a dev server): no outcome of its own
-            elif _EXITED.search(head) is not None and state.polls.result == "running":
+            elif marks.EXITED.search(head) is not None and state.polls.result == "running":
                 self._settle(state.polls, message, position)
             return
-        running = _RUNNING.search(head)
-        if state.command is not None and running is not None and _EXITED.search(head) is None:
+        running = marks.RUNNING.search(head)
+        if state.command is not None and running is not None and marks.EXITED.search(head) is None:
             state.result = "running"  # neither passed nor failed yet: a check still running proves nothing
             self.running[running.group(1)] = state
             self.turn.last = "result"
@@ -898,8 +899,6 @@ _NEVER_RAN = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 #: Codex's unified exec: a command still running when its call returned, and one that has exited.
-_RUNNING = re.compile(r"Process running with session ID (\d+)")
-_EXITED = re.compile(r"Process exited with code -?\d+")
 #: A command about one pull request (``gh pr view 90``, ``gh api repos/o/r/pulls/90``), and a result saying it merged.
 _PR_NUMBER = re.compile(r"\bgh pr (?:view|checks|status|merge)\s+#?(\d+)|/pulls/(\d+)\b(?!/)")
 _MERGED = re.compile(r'"state"\s*:\s*"MERGED"|"merged"\s*:\s*true|^state:\s*MERGED\b', re.MULTILINE)

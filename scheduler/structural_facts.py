@@ -52,10 +52,13 @@ from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler.agent_marks import (
+    EXITED,
     NO_RESULT_TOOLS,
     POLL_TOOLS,
+    RUNNING,
     describe_call,
     is_rejection,
+    polled_id,
     rejection_reason,
 )
 from palimpsest.scheduler.session_facts import (
@@ -92,8 +95,7 @@ _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILIN
 #: A redirection left in a simple command's words (``pip install x 2>&1``): no package.
 _REDIRECTION = re.compile(r"^\d*[<>]|^&>")
 #: A command that has not exited: Codex's "Process running with session ID N", Claude Code's background shell.
-_RUNNING = re.compile(r"Process running with session ID (\d+)|Command running in background with ID")
-_EXITED = re.compile(r"Process exited with code -?\d+")
+_RUNNING = re.compile(rf"{RUNNING.pattern}|Command running in background with ID")
 #: Where a server it started listens, as it printed (``Local: http://127.0.0.1:5174/``).
 _SERVED = re.compile(r"https?://(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\])(?::\d+)?[/\w.-]*")
 #: Package managers' "add a dependency" commands: program, subcommand(s).
@@ -182,15 +184,15 @@ def structural_facts(
             found = pending.pop(message.tool_call_id or "", None)
             if found is None:
                 continue
-            polled = running.get(str(found[2].args.get("session_id", ""))) if found[2].name in POLL_TOOLS else None
+            polled = running.get(polled_id(found[2].args)) if found[2].name in POLL_TOOLS else None
             if polled is not None:  # a poll of a command still running: its exit is that command's outcome
-                if _EXITED.search(message.content[:400]) is not None:
-                    del running[str(found[2].args.get("session_id", ""))]
+                if EXITED.search(message.content[:400]) is not None:
+                    del running[polled_id(found[2].args)]
                     if "\x03" not in str(found[2].args.get("chars", "")):  # not the agent stopping it (a server)
                         facts += _result_facts(polled[1], polled[0], message, failures, tools)
                 continue
             started = _RUNNING.search(message.content[:400])
-            if started is not None and started.group(1) and _EXITED.search(message.content[:400]) is None:
+            if started is not None and started.group(1) and EXITED.search(message.content[:400]) is None:
                 running[started.group(1)] = (found[1], found[2])
                 waiting[started.group(1)] = _result_facts(found[2], found[1], message, failures, tools)
                 continue  # "started" only if no poll below settles it
@@ -305,7 +307,7 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
     subject = f"command:{family(command) if kind == 'check' else shown}"
     sources = (call.id, result.id)
-    if _RUNNING.search(result.content[:400]) is not None and _EXITED.search(result.content[:400]) is None:
+    if _RUNNING.search(result.content[:400]) is not None and EXITED.search(result.content[:400]) is None:
         served = _SERVED.search(body)
         at = f" at {served.group(0)}" if served is not None else ""
         return [StructuralFact(f"`{shown}` started{at}, still running when last seen", "command", subject, sources)]

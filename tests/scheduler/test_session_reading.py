@@ -503,6 +503,22 @@ def test_a_reviews_priority_tagged_findings_are_left_to_fix(tmp_path: Path) -> N
     ]
 
 
+def test_a_code_mode_cell_still_running_ends_with_the_wait_that_sees_it_end(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "Run the test suite")
+    rollout.script("s1", ["npx jest"], "", cell=28)
+    rollout.wait("w1", 28, "Tests:       1 failed, 3 passed, 4 total", failed=True)
+    rollout.message("assistant", "One test fails: `auth.test.ts` expects the old token format.")
+    assert read_codex(rollout, tmp_path).open_items == ["`npx jest` still failing: Tests: 1 failed, 3 passed, 4 total"]
+    rollout.message("user", "fix it")
+    rollout.script("s2", ["npx jest"], "", cell=29)
+    rollout.wait("w2", 29, "Tests:       4 passed, 4 total")
+    rollout.message("assistant", "All 4 tests pass.")
+    reading = read_codex(rollout, tmp_path)
+    assert reading.open_items == []
+    assert reading.ending is not None and reading.ending.kind == "answered"
+
+
 def test_a_package_script_failure_is_fixed_by_its_tool_passing_and_a_tool_that_never_ran_is_no_failure(
     tmp_path: Path,
 ) -> None:

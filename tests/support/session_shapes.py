@@ -33,7 +33,9 @@ Nothing here is copied from a capture; each shape is taken from one, named where
   ``Script completed\nWall time 0.1 seconds\nOutput:\n`` then the text; ``Script failed`` heads a
   cell that threw (the wording as Codex transcript readers' tests give it); ``apply_patch``
   as a ``custom_tool_call`` whose output reads ``Exit code: 0`` / ``Wall time`` / ``Output:``
-  / ``Success. Updated the following files:`` and one ``A`` or ``M`` line a file.
+  / ``Success. Updated the following files:`` and one ``A`` or ``M`` line a file; a cell still
+  running says ``Script running with cell ID N``, and ``wait`` (``{"cell_id", "yield_time_ms",
+  "max_tokens"}``) brings its end (transcript tools' tests, e.g. a cell of ``npx jest``).
 - Gemini CLI recordings of one JSON document (``session-*.json``: ``sessionId``,
   ``projectHash``, ``startTime``, ``lastUpdated``, ``messages``), records ``user`` /
   ``gemini`` with ``toolCalls`` (``status``, ``result`` of ``functionResponse``), the
@@ -244,18 +246,32 @@ class Codex:
             {"type": "function_call_output", "call_id": call, "output": _exec_output(output, code, still)},
         )
 
-    def script(self, call: str, commands: list[str], output: str, *, failed: bool = False) -> None:
-        """A code-mode ``exec`` cell awaiting ``tools.exec_command`` for each command, and what it printed."""
+    def script(
+        self, call: str, commands: list[str], output: str, *, failed: bool = False, cell: int | None = None
+    ) -> None:
+        """A code-mode ``exec`` cell awaiting ``tools.exec_command`` for each command, and what it printed.
+
+        With ``cell`` the cell was still running when the call returned (``wait`` on it brings the rest).
+        """
         awaited = [f"tools.exec_command({json.dumps({'cmd': command, 'workdir': CWD})})" for command in commands]
-        cell = (
+        source = (
             f"const r = await {awaited[0]};\ntext(r.output);\n"
             if len(awaited) == 1
             else "const results = await Promise.all([\n  " + ",\n  ".join(awaited) + "\n]);\n"
         )
-        self.add("response_item", {"type": "custom_tool_call", "name": "exec", "call_id": call, "input": cell})
-        head = f"Script {'failed' if failed else 'completed'}\nWall time 0.1 seconds\nOutput:\n"
+        self.add("response_item", {"type": "custom_tool_call", "name": "exec", "call_id": call, "input": source})
+        state = f"running with cell ID {cell}" if cell is not None else "failed" if failed else "completed"
+        head = f"Script {state}\nWall time 0.1 seconds\nOutput:\n"
         parts = [{"type": "input_text", "text": head}, {"type": "input_text", "text": output}]
         self.add("response_item", {"type": "custom_tool_call_output", "call_id": call, "output": parts})
+
+    def wait(self, call: str, cell: int, output: str, *, failed: bool = False) -> None:
+        """Code mode's ``wait`` on a cell still running, and the cell's end."""
+        arguments = json.dumps({"cell_id": str(cell), "yield_time_ms": 10000, "max_tokens": 30000})
+        self.add("response_item", {"type": "function_call", "name": "wait", "arguments": arguments, "call_id": call})
+        head = f"Script {'failed' if failed else 'completed'}\nWall time 8.0 seconds\nOutput:\n"
+        parts = [{"type": "input_text", "text": head}, {"type": "input_text", "text": output}]
+        self.add("response_item", {"type": "function_call_output", "call_id": call, "output": parts})
 
     def patch(self, call: str, added: list[str]) -> None:
         """A code-mode ``apply_patch`` adding files, and its success."""
