@@ -340,7 +340,7 @@ class SqliteStore(
             # built for that query: a row holding every word shows the same window for it.
             found: dict[str, tuple[SearchKind, tuple[Any, ...], str]] = {}
             for kind in searched:
-                ranking = _ranking_words(conn, query) if kind == "message" else q.query_words(query)
+                ranking = _searched_words(conn, query, kind)
                 words = " ".join(ranking) or query
                 # ``words`` always holds a word here (the query was checked above).
                 any_word = q.fts_query(words) or ""
@@ -384,8 +384,7 @@ class SqliteStore(
         def read(conn: sqlite3.Connection) -> list[SearchHit]:
             matched: dict[str, tuple[str, str, str | None]] = {}
             for kind in {hit.kind for hit in hits}:
-                words = " ".join(_ranking_words(conn, query)) or query if kind == "message" else query
-                fts_query = q.fts_query(words)
+                fts_query = q.fts_query(" ".join(_searched_words(conn, query, kind)) or query)
                 if fts_query is None:
                     continue
                 ids = json.dumps([hit.id for hit in hits if hit.kind == kind])
@@ -442,6 +441,11 @@ class SqliteStore(
             return {partition: count for partition, count in conn.execute(q.PARTITIONS)}
 
         return await self._read(read)
+
+
+def _searched_words(conn: sqlite3.Connection, query: str, kind: SearchKind) -> list[str]:
+    """The words a kind's index is searched with: a message's ranking words, every word of the query elsewhere."""
+    return _ranking_words(conn, query) if kind == "message" else q.query_words(query)
 
 
 def _ranking_words(conn: sqlite3.Connection, query: str) -> list[str]:
