@@ -52,7 +52,7 @@ GIT_STATE = re.compile(
     re.IGNORECASE,
 )
 #: ``gh`` and ``but`` subcommands that push the branch: a pull request opened, gh-stack's push and submit.
-_PUBLISHING = (["pr", "create"], ["pr", "new"], ["stack", "push"], ["stack", "submit"])
+_PUBLISHING = (["pr", "create"], ["pr", "new"], *shell_commands.GH_STACK_PUSHES)
 #: Words that speak of pushing, in a request, or in a last reply saying the work is not pushed yet.
 PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
 NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)
@@ -87,9 +87,11 @@ class GitProgress:
 
         What only looks like one is passed over: a shell variable (``mv "$SRC" "$DST"``),
         a word with no letter or digit (an ``=`` a command's parsing left), git's own files.
+        A Windows path is kept with forward slashes, as git is given paths.
         """
         if _OUTSIDE.search(path) or path.startswith("$") or not re.search(r"[^\W_]", path):
             return
+        path = path.replace("\\", "/")
         if action == "created":
             self.created.add(path)
         if action == "deleted" and path in self.created:  # a scratch file the session made and removed
@@ -104,8 +106,8 @@ class GitProgress:
         (git's own hint is to push), one up to date with it after the session's commits
         means they were pushed, from here or elsewhere.
         """
-        parsed = shell_commands.parse(command).commands
-        for words in parsed:
+        committing = False
+        for words in shell_commands.parse(command).commands:
             if "--help" in words or "-h" in words:
                 continue
             if words[0] in ("but", "gh"):  # GitButler's CLI; a pull request opened pushes its branch
@@ -118,7 +120,7 @@ class GitProgress:
                 self.in_play = True
                 self._stage(args)
             elif verb == "commit":
-                self.in_play = True
+                self.in_play = committing = True
                 self._commit(args, command, output)
             elif verb == "push":
                 self.in_play = self.pushed = True
@@ -133,9 +135,7 @@ class GitProgress:
                         del self.pending[known]
         if _AHEAD.search(output):
             self.in_play = self.ahead = True
-        elif _UP_TO_DATE.search(output) and not any(
-            words[0] == "git" and shell_commands.git_arguments(words[1:])[:1] == ["commit"] for words in parsed
-        ):
+        elif _UP_TO_DATE.search(output) and not committing:
             self.unpushed = []
 
     def _published(self, program: str, verbs: list[str], command: str, output: str) -> None:
@@ -176,7 +176,7 @@ class GitProgress:
     def open_items(self, asked_of_git: bool, push_spoken: bool) -> list[str]:
         """What is left out of git's history at the end, as open items (see the module docstring for when)."""
         items: list[str] = []
-        names = list(dict.fromkeys(path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] for path in self.pending))
+        names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in self.pending))
         if names and (self.in_play or asked_of_git):
             shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
             when = "after the last commit" if self.committed else "not committed in the session"
@@ -207,11 +207,11 @@ def _without_values(args: list[str]) -> list[str]:
 def _under(path: str, given: str) -> bool:
     """Whether ``given`` (as git was given it, relative) names ``path`` (as a tool wrote it, maybe absolute).
 
-    Windows paths are compared with forward slashes: git is given ``.github/workflows/x.yml``
-    for the ``D:\\repo\\.github\\workflows\\x.yml`` a tool wrote.
+    Both are compared with forward slashes (`GitProgress.wrote` keeps them so): git is given
+    ``.github/workflows/x.yml`` for the ``D:\\repo\\.github\\workflows\\x.yml`` a tool wrote.
     """
     given = given.strip().replace("\\", "/").rstrip("/")
     if given in ("", "."):
         return True
-    path = path.replace("\\", "/").rstrip("/")
+    path = path.rstrip("/")
     return path == given or path.endswith("/" + given) or f"/{given}/" in f"/{path}" or path.startswith(given + "/")

@@ -898,7 +898,6 @@ _NEVER_RAN = re.compile(
     r"^error: unrecognized subcommand",
     re.IGNORECASE | re.MULTILINE,
 )
-#: Codex's unified exec: a command still running when its call returned, and one that has exited.
 #: A command about one pull request (``gh pr view 90``, ``gh api repos/o/r/pulls/90``), and a result saying it merged.
 _PR_NUMBER = re.compile(r"\bgh pr (?:view|checks|status|merge)\s+#?(\d+)|/pulls/(\d+)\b(?!/)")
 _MERGED = re.compile(r'"state"\s*:\s*"MERGED"|"merged"\s*:\s*true|^state:\s*MERGED\b', re.MULTILINE)

@@ -568,9 +568,13 @@ def _git_effects(rest: list[str]) -> list[Effect]:
     return []
 
 
+#: The gh-stack extension's subcommands that push every branch of the stack.
+GH_STACK_PUSHES = (["stack", "push"], ["stack", "submit"])
+
+
 def _gh_effects(rest: list[str]) -> list[Effect]:
     words = operands(rest)
-    if words[:2] in (["stack", "push"], ["stack", "submit"]):  # the gh-stack extension pushes every branch of the stack
+    if words[:2] in GH_STACK_PUSHES:
         return [Effect("Pushed the stack's branches", "git:push:stack")]
     if len(words) < 2 or words[0] not in ("pr", "issue", "release") or words[1] in _GH_READ_VERBS:
         return []

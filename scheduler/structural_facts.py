@@ -184,10 +184,11 @@ def structural_facts(
             found = pending.pop(message.tool_call_id or "", None)
             if found is None:
                 continue
-            polled = running.get(polled_id(found[2].args)) if found[2].name in POLL_TOOLS else None
+            waited_on = polled_id(found[2].args)
+            polled = running.get(waited_on) if found[2].name in POLL_TOOLS else None
             if polled is not None:  # a poll of a command still running: its exit is that command's outcome
                 if EXITED.search(message.content[:400]) is not None:
-                    del running[polled_id(found[2].args)]
+                    del running[waited_on]
                     if "\x03" not in str(found[2].args.get("chars", "")):  # not the agent stopping it (a server)
                         facts += _result_facts(polled[1], polled[0], message, failures, tools)
                 continue
