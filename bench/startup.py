@@ -18,9 +18,10 @@ code, so both columns come from one run on one machine.
 
 Scores per session (each gold item has keyword alternatives; all keywords of one must be in
 the text, after `normalize`): requests named; the ending named (its kind, in words, and its
-conclusion); open items named in the memory's open-item lines; finished items shown there
-(goal 0); facts named; noise: read-only commands presented as facts and bare headings
-presented as open items (goal 0); tokens. Run:
+conclusion); open items named in the memory's open-item lines; finished items an open-item
+line names, unless that line names one of the open items too (goal 0); facts named; noise:
+read-only commands presented as facts and bare headings presented as open items (goal 0);
+tokens. Run:
 
     .venv/bin/python bench/startup.py CAPTURES_DIR [--before OTHER_CHECKOUT] [--json OUT]
 """
@@ -229,6 +230,22 @@ def ending_named(ending: dict[str, Any], memory: str) -> bool:
     return has_kind and named(ending["match"], memory)
 
 
+def stale(gold: dict[str, Any], lines: list[str]) -> list[str]:
+    """The finished items an open-item line names, unless that line names one of the session's open items.
+
+    Keywords are shared: "committed, not pushed: 1a89f6c" names the commit a finished item
+    ("committed as 1a89f6c") names too, but it tells what is open about it (the push).
+    """
+    return [
+        item["text"]
+        for item in gold["not_open"]
+        if any(
+            named(item["match"], line) and not any(named(open_item["match"], line) for open_item in gold["open"])
+            for line in lines
+        )
+    ]
+
+
 def score(gold: dict[str, Any], memory: str, tokens: int) -> Score:
     """One memory against one session's gold."""
     opened = "\n".join(open_lines(memory))
@@ -238,7 +255,7 @@ def score(gold: dict[str, Any], memory: str, tokens: int) -> Score:
         requests=[named(item["match"], memory) for item in gold["requests"]],
         ending=ending_named(gold["ending"], memory),
         open=[named(item["match"], opened) for item in gold["open"]],
-        stale=[item["text"] for item in gold["not_open"] if named(item["match"], opened)],
+        stale=stale(gold, open_lines(memory)),
         facts=[named(item["match"], memory) for item in gold["facts"]],
         noise=noise(memory),
     )

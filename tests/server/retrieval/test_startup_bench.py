@@ -69,3 +69,15 @@ def test_noise_counts_read_only_commands_given_as_facts_and_bare_headings_as_ope
 )
 def test_a_cursor_prompt_is_what_the_user_typed(content: object, typed: str) -> None:
     assert startup.user_text(content) == typed
+
+
+def test_a_finished_item_counts_as_open_only_on_a_line_that_names_no_open_item() -> None:
+    gold = {
+        "open": [{"text": "Push main", "match": [["1a89f6c", "push"], ["ahead", "origin/main"]]}],
+        "not_open": [
+            {"text": "Stage 2 committed as 1a89f6c", "match": [["1a89f6c"]]},
+            {"text": "RESTORE.md written to the archive", "match": [["restore.md"]]},
+        ],
+    }
+    lines = ["- Still open:", "  - committed, not pushed: 1a89f6c", "  - uncommitted changes: README.md, RESTORE.md"]
+    assert startup.stale(gold, lines) == ["RESTORE.md written to the archive"]
