@@ -32,8 +32,10 @@ differently by each agent (see `session_reading` for what is done with them):
 
 from __future__ import annotations
 
+import html
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from palimpsest.graph_schema.models import Message, Role
@@ -88,18 +90,80 @@ SEARCH_TOOLS = frozenset(
     {"Grep", "Glob", "LS", "WebSearch", "WebFetch", "grep_search", "file_search", "list_dir", "codebase_search",
      "search_file_content", "glob", "list_directory", "read_many_files", "web_fetch", "google_web_search"}
 )  # fmt: skip
-#: Tools that poll a command still running: Codex's ``write_stdin`` to an exec session (empty input to wait), and
-#: code mode's ``wait`` on a cell.
-POLL_TOOLS = frozenset({"write_stdin", "wait"})
-#: What a command still running says, with the id its polls name: a Codex exec session, a code-mode cell.
-RUNNING = re.compile(r"(?:Process running with session ID|Script running with cell ID) (\d+)")
-#: What a result says once the command it ran or polled has ended.
-EXITED = re.compile(r"Process exited with code -?\d+|^Script (?:completed|failed)$", re.MULTILINE)
+#: Tools that poll a command still running: Codex's ``write_stdin`` to an exec session (empty input to wait), code
+#: mode's ``wait`` on a cell, Claude Code's ``TaskOutput`` (``BashOutput`` before it) on a background task.
+POLL_TOOLS = frozenset({"write_stdin", "wait", "TaskOutput", "BashOutput"})
+#: Tools that end a command still running: its outcome is no outcome of the work (a dev server stopped).
+STOP_TOOLS = frozenset({"TaskStop", "KillShell", "KillBash"})
+#: What a command still running says, with the id its polls name: a Codex exec session, a code-mode cell, a Claude
+#: Code background task (started so, or moved there when it outlived its timeout).
+RUNNING = re.compile(
+    r"(?:Process running with session ID|Script running with cell ID|Command running in background with ID:"
+    r"|moved to the background \(ID:) ([\w-]+)"
+)
+#: What a result says once the command it ran or polled has ended (Claude Code's task status included).
+EXITED = re.compile(
+    r"Process exited with code -?\d+|^Script (?:completed|failed)$|<status>(?:completed|failed|killed)</status>",
+    re.MULTILINE,
+)
+#: Claude Code's word, as a user message, that a background task ended: its id, status and summary.
+_TASK_NOTICE = re.compile(
+    r"<task-notification>\s*<task-id>\s*([\w-]+)\s*</task-id>.*?<status>(\w+)</status>(.*?)</task-notification>",
+    re.DOTALL,
+)
+_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.DOTALL)
+#: A notice's exit code: "completed (exit code 0)", "failed with exit code 1", ``<exit-code>1</exit-code>``.
+_NOTICE_EXIT = re.compile(r"exit[ _-]code>?\s*(-?\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TaskNotice:
+    """A background task's end as Claude Code tells it: ``completed`` (with its exit code), ``failed`` or ``killed``."""
+
+    task_id: str
+    status: str
+    summary: str
+
+    def stopped(self) -> bool:
+        """Whether it was ended (by the user or the agent) rather than finishing: it has no outcome of its own."""
+        return self.status == "killed"
+
+    def failed(self) -> bool:
+        """Whether it ended on an error: a failed status, or a completed one with a non-zero exit code."""
+        code = _NOTICE_EXIT.search(self.summary)
+        return self.status == "failed" or (code is not None and code.group(1) != "0")
+
+    def as_result(self, message: Message) -> Message:
+        """The notice as the result the call that started the task never had: its summary, flagged when it failed."""
+        return message.model_copy(
+            update={"content": self.summary, "metadata": {**message.metadata, "is_error": self.failed()}}
+        )
+
+
+def task_notices(content: str) -> list[TaskNotice]:
+    """The background tasks a user message says have ended (none for the user's own words)."""
+    notices = []
+    for task_id, status, rest in _TASK_NOTICE.findall(content):
+        summary = _SUMMARY.search(rest)
+        text = html.unescape(summary.group(1).strip()) if summary is not None else ""
+        exit_code = _NOTICE_EXIT.search(rest)
+        if exit_code is not None and exit_code.group(1) not in text:
+            text = f"{text} (exit code {exit_code.group(1)})".strip()
+        notices.append(TaskNotice(task_id, status, text))
+    return notices
 
 
 def polled_id(args: dict[str, Any]) -> str:
-    """The id of the running command a poll waits on: ``write_stdin``'s ``session_id``, ``wait``'s ``cell_id``."""
-    return str(args.get("session_id", args.get("cell_id", "")))
+    """The id of the running command a poll or stop names: ``session_id``, ``cell_id``, ``task_id``, ``bash_id``."""
+    for key in ("session_id", "cell_id", "task_id", "bash_id", "shell_id"):
+        if key in args:
+            return str(args[key])
+    return ""
+
+
+def stops(call: ToolCall) -> bool:
+    """Whether a call ends the running command it names: a stop tool, or Ctrl-C written to a Codex session."""
+    return call.name in STOP_TOOLS or "\x03" in str(call.args.get("chars", ""))
 
 
 #: Calls a transcript never records a result for: Codex's ``web_search_call`` runs on the model's side, and the

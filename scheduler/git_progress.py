@@ -119,6 +119,8 @@ class GitProgress:
             if verb == "add":
                 self.in_play = True
                 self._stage(args)
+            elif verb in ("rm", "mv") and shell_commands.operands(args):  # git stages what it moves or removes
+                self._stage(shell_commands.operands(args))
             elif verb == "commit":
                 self.in_play = committing = True
                 self._commit(args, command, output)

@@ -70,8 +70,10 @@ _SCRIPTED_CALL = re.compile(r"\btools\.exec_command\(\s*(?=\{)")
 _SCRIPTED_CMD = re.compile(r'\A\{[^{}]*?["\']?\bcmd["\']?\s*:\s*("(?:[^"\\\n]|\\.)*")')
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
 _EXIT_CODE = re.compile(r"\A\s*(?:Exit code:?|Process exited with code)\s*(-?\d+)", re.IGNORECASE)
-_EXIT_ANYWHERE = re.compile(r"(?:Exit code:?|exited with code)\s*(-?\d+)", re.IGNORECASE)
+_EXIT_ANYWHERE = re.compile(r"(?:Exit code:?|exited with code|<exit_code>)\s*(-?\d+)", re.IGNORECASE)
 _TAGS = re.compile(r"</?[a-z_-]+>")
+#: What a background task printed, in the envelope Claude Code's ``TaskOutput`` (``BashOutput`` before it) returns.
+_TASK_OUTPUT = re.compile(r"<(output|stdout|stderr)>(.*?)</\1>", re.DOTALL)
 _INJECTED_BLOCK = re.compile(r"<(system-reminder|command-[a-z]+|local-command-[a-z]+)>.*?</\1>", re.DOTALL)
 _NOT_A_REQUEST = re.compile(r"\A\s*(?:\[Request interrupted|Caveat: The messages below|<)", re.IGNORECASE)
 _ERROR_LINE = re.compile(
@@ -79,6 +81,9 @@ _ERROR_LINE = re.compile(
     r"No such file",
     re.IGNORECASE,
 )
+#: A compiler's error at a place in the code: ``Foo.swift:76:92: error: ...``, ``main.c:3: error:``, tsc's
+#: ``app.ts(12,5): error TS2304: ...``.
+_COMPILER_ERROR = re.compile(r"\S\.\w+(?::\d+){1,2}: (?:fatal )?error\b|\S\.\w+\(\d+,\d+\): error\b")
 #: Lines around a tool's output, not of it: rules, pytest's ``=== ... ===``, the headers Claude Code and Codex put
 #: above it (``Exit code 1``, ``Chunk ID: 7cba13``, ``Wall time: 0.0000 seconds``, ``Original token count: 41``).
 _BANNER = re.compile(
@@ -378,12 +383,18 @@ def _record_result(facts: SessionFacts, call: ToolCall, command: str | None, mes
 
 
 def first_error_line(text: str) -> str:
-    """The line of an error output that says what went wrong: the first naming an error, else the first."""
+    """The line of an error output that says what went wrong: the first compiler error at a place in the code, else
+    the first naming an error, else the first.
+
+    A build's driver often reports its own failure first (``error: emit-module command
+    failed with exit code 1``); the error that made it fail names the file and line.
+    """
     lines = [line.strip() for line in _TAGS.sub("", text[:20000]).splitlines()]
     lines = [line for line in lines if line and not _BANNER.match(line)]
     if not lines:
         return "no output"
-    chosen = next((line for line in lines if _ERROR_LINE.search(line)), lines[0])
+    located = (line for line in lines if _COMPILER_ERROR.search(line))
+    chosen = next(located, None) or next((line for line in lines if _ERROR_LINE.search(line)), lines[0])
     return clip(chosen, _ERROR_CHARS)
 
 
@@ -436,7 +447,7 @@ def hidden_failure(command: str, output: str) -> str | None:
     if not lines or not shell_commands.exit_hidden(command):
         return None
     if _FAILED_START.search(lines[0]):
-        return clip(lines[0], _ERROR_CHARS)
+        return first_error_line(output)
     tally = test_tally(output)
     failed = _FAILED.search(tally or "")
     if failed is not None and int(failed.group(1)) > 0:
@@ -446,7 +457,8 @@ def hidden_failure(command: str, output: str) -> str | None:
 
 
 def exit_status(content: str) -> tuple[int | None, str]:
-    """The exit code a shell result states (Codex's JSON or ``Exit code N`` header) and its output text."""
+    """The exit code a shell result states (Codex's JSON, an ``Exit code N`` header, a task's ``<exit_code>``) and its
+    output text."""
     stripped = content.lstrip()
     if stripped.startswith("{"):
         try:
@@ -461,7 +473,10 @@ def exit_status(content: str) -> tuple[int | None, str]:
                 return meta["exit_code"], text
             return None, text
     match = _EXIT_CODE.match(content) or _EXIT_ANYWHERE.search(content[:300])
-    return (int(match.group(1)) if match else None), content
+    code = int(match.group(1)) if match else None
+    if stripped.startswith(("<retrieval_status>", "<status>")):  # Claude Code's poll of a background task
+        return code, "\n".join(part.strip("\n") for _, part in _TASK_OUTPUT.findall(content))
+    return code, content
 
 
 def path_arg(args: dict[str, Any]) -> str | None:

@@ -34,7 +34,10 @@ quota hit: `agent_marks.agent_error`; the request stays open); **stopped_mid_wor
 call still had no result, or tools ran after the last reply ("cut off or interrupted": with
 no interruption mark, the transcript just ends there; an interrupted or cut-off session
 also says what its last reply announced it was about to do, and names the pending call
-that could change something, not a ``git status`` beside it);
+that could change something, not a ``git status`` beside it), or when the last reply came
+while a job it sent to the background (no server: `shell_commands.serves`) still ran: a
+job's end is read from its poll (Codex's ``write_stdin``, Claude Code's ``TaskOutput``) or
+Claude Code's ``<task-notification>``, and a job the agent stopped has no outcome;
 otherwise **failed** when a check or state-changing command of it last failed (a check
 the turn committed, tagged or pushed past does not count: it stays open),
 **completed** when it changed something, **answered** when it only replied. A last call
@@ -121,6 +124,9 @@ class _Turn:
     #: The errors the agent showed after its last step (an API error, a quota hit), when nothing followed them.
     errors: list[str] = field(default_factory=list)
     last: str = ""  # reply, call, result, interrupt, reject, error
+    #: Whether the user's last rejection also stopped the agent (Claude Code's "[Request interrupted by user for
+    #: tool use]" after it): no reason given, nothing done after.
+    halted: bool = False
 
 
 @dataclass
@@ -251,6 +257,8 @@ class _Reader:
 
     def user(self, message: Message, position: int, following: Message | None) -> None:
         content = message.content.strip()
+        for notice in marks.task_notices(content[:4000]):
+            self._task_ended(notice, message, position)
         if self._user_shell(content, message, position):
             return
         self.user_shell = None  # a prompt came after it: the command was context for the prompt
@@ -357,7 +365,7 @@ class _Reader:
         if call.name in SHELL_TOOLS:
             state.command = shell_command(call.args)
             state.category = shell_commands.category(state.command) if state.command else None
-        if call.name in marks.POLL_TOOLS:
+        if call.name in marks.POLL_TOOLS | marks.STOP_TOOLS:
             state.polls = self.running.get(marks.polled_id(call.args))
         if call.id is not None:
             self.calls[call.id] = state
@@ -375,10 +383,10 @@ class _Reader:
         if state.polls is not None and not marks.is_rejection(message):
             state.result = "ok"
             self.turn.last = "result"
-            if "\x03" in str(state.call.args.get("chars", "")):
+            if marks.stops(state.call):
                 state.polls.result = "stopped"  # the agent ended it (a dev server): no outcome of its own
             elif marks.EXITED.search(head) is not None and state.polls.result == "running":
-                self._settle(state.polls, message, position)
+                self._settle(state.polls, message, position, late=True)
             return
         running = marks.RUNNING.search(head)
         if state.command is not None and running is not None and marks.EXITED.search(head) is None:
@@ -388,14 +396,29 @@ class _Reader:
             return
         self._settle(state, message, position)
 
-    def _settle(self, state: _Call, message: Message, position: int) -> None:
+    def _task_ended(self, notice: marks.TaskNotice, message: Message, position: int) -> None:
+        """Claude Code's notice that a background task ended settles the command that started it, as a poll would."""
+        state = self.running.get(notice.task_id)
+        if state is None or state.result != "running":
+            return
+        if notice.stopped():
+            state.result = "stopped"
+            return
+        self._settle(state, notice.as_result(message), position, late=True)
+
+    def _settle(self, state: _Call, message: Message, position: int, *, late: bool = False) -> None:
+        """Read a call's outcome from ``message``; ``late`` when it comes after later calls (a poll, a notice).
+
+        A failure is weighed against the calls after the point it was seen: work that went
+        on while a background job still ran did not move on from its failure.
+        """
         turn = self.turns[state.turn]
         interrupted = marks.interruption(message)
         if marks.is_rejection(message):
             state.result = "rejected"
             verb = "cancelled" if message.metadata.get("status") == "cancelled" else "rejected"
             turn.rejected.append(f"{verb} {marks.describe_call(state.call)}")
-            self.turn.last = "reject"
+            self.turn.last, self.turn.halted = "reject", False
             reason = marks.rejection_reason(message)
             if reason is not None:
                 self.ask(marks.ask_text(reason), message, position, "redirect")
@@ -444,7 +467,7 @@ class _Reader:
                 if not failed:
                     del self.failing[known]
             if failed:
-                at = self.order.index(state)
+                at = len(self.order) - 1 if late else self.order.index(state)
                 error = hidden or first_error_line(body)
                 for known in [cmd for cmd, failure in self.failing.items() if failure.kinds & kinds]:
                     del self.failing[known]  # the same check failing again: its latest run is what is open
@@ -460,8 +483,6 @@ class _Reader:
             heading = next((line.lstrip("# ").strip() for line in content.splitlines() if line.startswith("#")), None)
             name = str(path_arg(state.call.args)).rsplit("/", 1)[-1]
             self.last_written = f"{name}: {clip(heading, 100)}" if heading else name
-        if state.command is not None:
-            self.git.ran(state.command, body)
         # A shell command's paths are the session's own unless it moved first (``cd /tmp && rm -rf clone``).
         own = state.command is None or _MOVES.search(state.command) is None
         for path, action in _written(state):
@@ -471,6 +492,7 @@ class _Reader:
             turn.changed[path] = action if turn.changed.get(path) != "created" or action == "deleted" else "created"
             self.reading.changed[path] = _after(self.reading.changed.get(path), action)
         if state.command is not None:
+            self.git.ran(state.command, body)  # after its writes: ``sed -i ... f && git commit -am`` commits f
             turn.effects += [
                 effect.text[:1].lower() + effect.text[1:]
                 for effect in shell_commands.effects(state.command)
@@ -489,7 +511,9 @@ class _Reader:
         self.last_reply = message
 
     def interruption(self, for_tool: bool) -> None:
-        if not (for_tool and self.turn.last == "reject"):
+        if for_tool and self.turn.last == "reject":
+            self.turn.halted = True
+        else:
             self.turn.last = "interrupt"
 
     def error(self, message: Message) -> None:
@@ -664,7 +688,8 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("interrupted", _join(f"interrupted by the user{during}{about}", said), source)
     if turn.last == "reject":
         rejected = turn.rejected[-1] if turn.rejected else "rejected a tool call"
-        return Ending("tool_rejected", _join(f"the user {rejected}", said), source)
+        stopped = " and interrupted the agent" if turn.halted else ""
+        return Ending("tool_rejected", _join(f"the user {rejected}{stopped}", said), source)
     if turn.last == "error":
         more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
         return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}", said), source)
@@ -679,6 +704,10 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
         return Ending("stopped_mid_work", _join(f"stopped mid-work, {CUT_OFF}{step}{what}{about}", said), source)
+    left = _left_running(calls)
+    if left is not None:  # the last reply came while a job ran: what it produced was never seen
+        still = f"stopped mid-work: {marks.describe_call(left.call)} still running at the end, its result not seen"
+        return Ending("stopped_mid_work", _join(still, said), source)
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
     if failing and not _committed_past(reader, calls, failing[-1]):
         return Ending("failed", _join(f"failed: `{clip(failing[-1], 60)}` still failing", said), source)
@@ -747,6 +776,22 @@ def _awaited(pending: list[_Call]) -> _Call | None:
     return changing[-1] if changing else calls[-1] if calls else None
 
 
+def _left_running(calls: list[_Call]) -> _Call | None:
+    """The last command of the turn still running when the session ended, unless it serves (a dev server, a watcher).
+
+    A background job (a generator, a training run, a long test run) the agent started and
+    never saw end leaves its result unknown; a server left running is how the work is used.
+    """
+    return next(
+        (
+            state
+            for state in reversed(calls)
+            if state.result == "running" and state.command is not None and not shell_commands.serves(state.command)
+        ),
+        None,
+    )
+
+
 def _only_reads(state: _Call) -> bool:
     """Whether a call only looks (``git diff --cached``, a Read): cut off, it leaves no work of its own undone."""
     return state.category == "read" or state.call.name in READ_TOOLS or state.call.name in marks.SEARCH_TOOLS
@@ -787,6 +832,9 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     )
     if ending.kind == "stopped_mid_work" and waiting is not None and not _only_reads(waiting):
         found.append(f"waiting on {marks.describe_call(waiting.call)} (started, no result)")
+    left = _left_running(calls)
+    if ending.kind == "stopped_mid_work" and left is not None and left is not waiting:
+        found.append(f"result not seen: {marks.describe_call(left.call)} was still running when the session ended")
     asking = _asking(calls)
     if asking is not None:
         found.append(f"asked the user, no answer yet: {clip(asking, 200)}")

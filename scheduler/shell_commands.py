@@ -145,13 +145,14 @@ def parse(command: str) -> Parsed:
     """
     parsed = Parsed()
     for line in _logical_lines(command):
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        tokens: list[str] = []
         try:
-            lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
-            lexer.whitespace_split = True
-            lexer.commenters = "#"
-            tokens = list(lexer)
-        except ValueError:
-            tokens = line.split()
+            tokens.extend(lexer)
+        except ValueError:  # a quote left open (a heredoc's ``"$(cat <<'EOF'`` goes on below): the words before it
+            pass
         words: list[str] = []
         index = 0
         while index < len(tokens):
@@ -195,6 +196,8 @@ def _program_first(words: list[str]) -> list[str]:
         elif word.rsplit("/", 1)[-1] in _WRAPPERS:
             index += 1
             while index < len(words) and words[index].startswith("-"):
+                index += 1
+            if word == "rtk" and index < len(words) and words[index] == "proxy":  # ``rtk proxy CMD``: CMD untrimmed
                 index += 1
         else:
             break
@@ -407,11 +410,23 @@ def _adds_dependency(program: str, rest: list[str]) -> bool:
 def category(command: str) -> Category:
     """What a command line does, taken whole: ``state`` if any part writes, else ``check``, ``other`` or ``read``."""
     parsed = parse(command)
-    if parsed.written:
+    if parsed.written or script_writes(command):
         return "state"
     found = {_category(words) for words in parsed.commands}
     order: tuple[Category, ...] = ("state", "check", "other")
     return next((name for name in order if name in found), "read")
+
+
+#: Words of a command that runs until it is stopped: a server, a watcher, a tunnel, a log followed.
+_SERVES = re.compile(
+    r"\b(?:uvicorn|gunicorn|hypercorn|daphne|runserver|http\.server|serve|server|dev|start|watch|preview|up|"
+    r"nodemon|jupyter|streamlit|ngrok|tunnel|emulators?|storybook)\b|--watch\b|\btail\s+-[fF]\b"
+)
+
+
+def serves(command: str) -> bool:
+    """Whether a command runs until stopped (``npm run dev``, ``uvicorn app:app``, ``tail -f``): no result awaited."""
+    return _SERVES.search(command) is not None
 
 
 def operands(rest: list[str]) -> list[str]:
@@ -426,13 +441,40 @@ def git_arguments(rest: list[str]) -> list[str]:
     return rest
 
 
+#: An interpreter a command line hands a script to (``python3 -c "..."``, ``python3 - <<'EOF'``, ``node -e``).
+_INTERPRETER = re.compile(r"python[\d.]*|node|bun|deno")
+#: A file a script opens for writing, named by a string literal: Python's ``open(PATH, 'w')`` (or ``'a'``) and
+#: ``Path(PATH).write_text(``, Node's ``fs.writeFileSync(PATH``.
+_SCRIPT_WRITES = (
+    re.compile(r"""\bopen\(\s*(['"])(?P<path>[^'"\n]+)\1\s*,\s*(['"])(?P<mode>[wa])[bt+]*\3"""),
+    re.compile(r"""\bPath\(\s*(['"])(?P<path>[^'"\n]+)\1\s*\)\s*\.write_(?:text|bytes)\("""),
+    re.compile(r"""\b(?P<mode>write|append)FileSync\(\s*(['"])(?P<path>[^'"\n]+)\2"""),
+)
+
+
+def script_writes(command: str) -> list[tuple[str, bool]]:
+    """The files a script run inline writes, each with whether it appends (see `_SCRIPT_WRITES`).
+
+    An agent whose edit tool could not match the file's whitespace often rewrites the
+    file from a one-off Python script; that is a change of the file all the same.
+    """
+    if not any(_INTERPRETER.fullmatch(words[0]) for words in parse(command).commands):
+        return []
+    found: dict[str, bool] = {}
+    for pattern in _SCRIPT_WRITES:
+        for match in pattern.finditer(command):
+            mode = match.groupdict().get("mode") or "w"
+            found.setdefault(match.group("path"), mode in ("a", "append"))
+    return list(found.items())
+
+
 def effects(command: str) -> list[Effect]:
     """What a successful command line changed, in order (see the module docstring); nothing for reads."""
     parsed = parse(command)
     found: list[Effect] = []
     for words in parsed.commands:
         found += _simple_effects(_unwrap_runner(words), command)
-    for path, appended in parsed.written:
+    for path, appended in parsed.written + script_writes(command):
         verb = "Appended to" if appended else "Wrote"
         found.append(Effect(f"{verb} {path}", f"file:{path}", ((path, "edited" if appended else "written"),)))
     scratch = _scratch_names(command)
@@ -477,6 +519,20 @@ def _scratch_names(command: str) -> Callable[[str], bool]:
     return scratch
 
 
+def _arrived(sources: list[str], target: str) -> list[str]:
+    """Where ``mv`` or ``cp`` put each source: into ``target`` when it is a folder, else ``target`` itself.
+
+    A folder is told by a trailing slash, by several sources, or by a name with no
+    extension taking a file that has one (``mv pending/x.md done``): git is later given the
+    file's new path (``git add done/x.md``), not the folder's.
+    """
+    name = target.rstrip("/").rsplit("/", 1)[-1]
+    single = sources[0].rstrip("/").rsplit("/", 1)[-1] if len(sources) == 1 else ""
+    if target.endswith("/") or len(sources) > 1 or ("." not in name and "." in single.lstrip(".")):
+        return [f"{target.rstrip('/')}/{source.rstrip('/').rsplit('/', 1)[-1]}" for source in sources]
+    return [target]
+
+
 def _simple_effects(words: list[str], command: str) -> list[Effect]:
     program, rest = words[0], words[1:]
     paths = operands(rest)
@@ -486,7 +542,7 @@ def _simple_effects(words: list[str], command: str) -> list[Effect]:
         *sources, target = paths
         verb = "Moved" if program == "mv" else "Copied"
         files = [(source, "deleted") for source in sources] if program == "mv" else []
-        files.append((target, "created"))
+        files += [(path, "created") for path in _arrived(sources, target)]
         return [Effect(f"{verb} {' '.join(sources)} to {target}", f"file:{target}", tuple(files))]
     if program in ("mkdir", "touch"):
         what = "directory " if program == "mkdir" else ""
@@ -562,7 +618,8 @@ def _git_effects(rest: list[str]) -> list[Effect]:
         if verb == "rm":
             return [Effect(f"Deleted {path} (git rm)", f"file:{path}", ((path, "deleted"),)) for path in args]
         *sources, target = args
-        return [Effect(f"Moved {' '.join(sources)} to {target} (git mv)", f"file:{target}", ((target, "created"),))]
+        files = tuple((path, "created") for path in _arrived(sources, target))
+        return [Effect(f"Moved {' '.join(sources)} to {target} (git mv)", f"file:{target}", files)]
     if verb == "worktree" and len(args) >= 2 and args[0] == "add":
         return [Effect(f"Added worktree {args[1]}", f"git:worktree:{args[1]}")]
     return []
@@ -611,19 +668,46 @@ def shown(command: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+#: Options that name the package or directory a check runs in (``swift build --package-path control-plane``).
+_PLACE_OPTIONS = frozenset(
+    {"--package-path", "--manifest-path", "--prefix", "--filter", "--dir", "--cwd", "--project-dir",
+     "--working-directory"}
+)  # fmt: skip
+#: Programs whose ``-C DIR`` runs them in another directory.
+_DIRECTORY_PROGRAMS = frozenset({"make", "gmake", "ninja"})
+
+
 def family(command: str) -> str:
-    """What a check is, whatever its arguments: its words up to the first option or path (``go test``).
+    """What a check is, whatever its arguments: its words up to the first option or path (``go test``), and the
+    package it was pointed at.
 
     So ``go test -run TestX ./pkg`` failing is fixed by a later ``go test ./...`` passing;
-    ``mise run lint`` and ``mise run test`` stay two checks.
+    ``mise run lint`` and ``mise run test`` stay two checks, and so do ``swift build
+    --package-path control-plane`` and ``swift build --package-path libs/scim``: one
+    package building says nothing of another.
     """
     words: list[str] = []
+    place = ""
     for commands in parse(shown(command, 400)).commands[:1]:
-        for word in _package_tool(_unwrap_runner(commands)):
+        tool = _package_tool(_unwrap_runner(commands))
+        for word in tool:
             if word.startswith("-") or "/" in word or "." in word or "=" in word:
                 break
             words.append(word)
-    return " ".join(words[:3])
+        place = _place(commands)
+    return " ".join(words[:3]) + (f" @{place}" if place else "")
+
+
+def _place(words: list[str]) -> str:
+    """The package or directory a command's options point it at, if any."""
+    for index, word in enumerate(words):
+        option, _, value = word.partition("=")
+        named = option in _PLACE_OPTIONS or (option == "-C" and words[0] in _DIRECTORY_PROGRAMS)
+        if named and not value and index + 1 < len(words):
+            value = words[index + 1]
+        if named and value:
+            return value.rstrip("/")
+    return ""
 
 
 #: What runs a package's tool without installing it: ``npx biome``, ``bunx tsc``, ``pnpm dlx``, ``npm exec``.

@@ -21,9 +21,10 @@ Subjects, so that a later fact supersedes an earlier one about the same thing
   subject per check whatever its arguments (``go test``, ``mise run lint``:
   `shell_commands.family`), so only its last outcome is current; a pass after a failure
   says so, with the failure's error and the files edited in between (what fixed it); a
-  command still running (Codex's "Process running with session ID N", a background shell)
-  "`CMD` started, still running when last seen" until the poll that sees it exit gives its
-  outcome; a failure its exit status hid (``| tail``, a wrapper) is read from its output;
+  command still running (Codex's "Process running with session ID N", Claude Code's
+  background task) "`CMD` started, still running when last seen" until the poll that sees
+  it exit, or Claude Code's notice that the task ended, gives its outcome (none when it was
+  stopped: a server); a failure its exit status hid (``| tail``, a wrapper) is read from its output;
   ``command:CMD`` for a state change that failed, or another command;
 - ``branch:NAME``, ``git:...``, ``gh:...``, kind ``change``: "Renamed branch A to B",
   "Staged all changes (git add)", "Pushed origin main", "Opened PR \"TITLE\"";
@@ -56,10 +57,13 @@ from palimpsest.scheduler.agent_marks import (
     NO_RESULT_TOOLS,
     POLL_TOOLS,
     RUNNING,
+    STOP_TOOLS,
     describe_call,
     is_rejection,
     polled_id,
     rejection_reason,
+    stops,
+    task_notices,
 )
 from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
@@ -90,12 +94,12 @@ FREE_INPUTS = frozenset(
 FIX_VALUE_CHARS = 80
 #: Marks a failed command's fact, so a later pass can tell it follows a failure.
 FAILED = " failed ("
+#: The key under which an edit tool's failure on a file waits for the command that writes the file instead.
+_WRITE_FAILED = "write-failed:"
 
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
 #: A redirection left in a simple command's words (``pip install x 2>&1``): no package.
 _REDIRECTION = re.compile(r"^\d*[<>]|^&>")
-#: A command that has not exited: Codex's "Process running with session ID N", Claude Code's background shell.
-_RUNNING = re.compile(rf"{RUNNING.pattern}|Command running in background with ID")
 #: Where a server it started listens, as it printed (``Local: http://127.0.0.1:5174/``).
 _SERVED = re.compile(r"https?://(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\])(?::\d+)?[/\w.-]*")
 #: Package managers' "add a dependency" commands: program, subcommand(s).
@@ -167,12 +171,17 @@ def structural_facts(
     failures: dict[str, _Failure] = {key: _Failure(error) for key, error in (prior_failures or {}).items()}
     tools: dict[str, list[tuple[ToolCall, str]]] = {}
     pending: dict[str, tuple[int, Message, ToolCall]] = {}
-    running: dict[str, tuple[Message, ToolCall]] = {}  # Codex commands still running, by their session id
+    running: dict[str, tuple[Message, ToolCall]] = {}  # commands still running, by the id their polls name
     waiting: dict[str, list[StructuralFact]] = {}  # their "started" facts, kept for those no poll settles
     prompted = -1  # the last of the user's own prompts: calls before it wait for nothing
     for index, message in enumerate(messages):
         if message.role is Role.user and message.metadata.get("kind") in (None, "text") and not message.tool_call_id:
-            prompted = index
+            for notice in task_notices(message.content[:4000]):  # a background task ended: its outcome, as a poll's
+                ended = running.pop(notice.task_id, None)
+                if ended is not None and not notice.stopped():
+                    facts += _result_facts(ended[1], ended[0], notice.as_result(message), failures, tools)
+            if not message.content.lstrip().startswith("<task-notification>"):
+                prompted = index
         call = tool_call(message)
         if call is not None:
             if call.id is not None and call.name not in NO_RESULT_TOOLS:
@@ -185,15 +194,15 @@ def structural_facts(
             if found is None:
                 continue
             waited_on = polled_id(found[2].args)
-            polled = running.get(waited_on) if found[2].name in POLL_TOOLS else None
+            polled = running.get(waited_on) if found[2].name in POLL_TOOLS | STOP_TOOLS else None
             if polled is not None:  # a poll of a command still running: its exit is that command's outcome
-                if EXITED.search(message.content[:400]) is not None:
+                if EXITED.search(message.content[:400]) is not None or stops(found[2]):
                     del running[waited_on]
-                    if "\x03" not in str(found[2].args.get("chars", "")):  # not the agent stopping it (a server)
+                    if not stops(found[2]):  # not the agent stopping it (a server)
                         facts += _result_facts(polled[1], polled[0], message, failures, tools)
                 continue
-            started = _RUNNING.search(message.content[:400])
-            if started is not None and started.group(1) and EXITED.search(message.content[:400]) is None:
+            started = RUNNING.search(message.content[:400])
+            if started is not None and EXITED.search(message.content[:400]) is None:
                 running[started.group(1)] = (found[1], found[2])
                 waiting[started.group(1)] = _result_facts(found[2], found[1], message, failures, tools)
                 continue  # "started" only if no poll below settles it
@@ -231,11 +240,18 @@ def _result_facts(
         label = clip(describe_call(call), COMMAND_CHARS)
         return [StructuralFact(f"The user rejected {label}{said}", "decision", f"rejected:{label}", sources)]
     if call.name in WRITE_TOOLS or call.name == "apply_patch":
-        failed = result.metadata.get("is_error") is True
-        return [] if failed else _write_facts(call, sources, failures)
+        written = [path for path, _ in _written(call.name, call.args, call.raw)]
+        if result.metadata.get("is_error") is True:
+            for path in written:
+                tools.setdefault(f"{_WRITE_FAILED}{path}", []).append((call, first_error_line(result.content)))
+            return []
+        for path in written:
+            tools.pop(f"{_WRITE_FAILED}{path}", None)
+        return _write_facts(call, sources, failures)
     command = shell_command(call.args) if call.args else None
     if command is not None:
-        return _command_facts(command, message, result, failures)
+        facts = _command_facts(command, message, result, failures)
+        return facts + _written_instead(command, facts, tools, sources)
     if result.metadata.get("is_error") is True:
         tools.setdefault(call.name, []).append((call, first_error_line(result.content)))
         return []
@@ -265,6 +281,27 @@ def _tool_fix(call: ToolCall, failed: list[tuple[ToolCall, str]], sources: tuple
         text = f"{name} failed ({clip(error, 120)}); it worked with {fixed}"
         return [StructuralFact(text, "lesson", f"error:{name}:{changed[0][0]}", sources)]
     return []
+
+
+def _written_instead(
+    command: str, facts: list[StructuralFact], tools: dict[str, list[tuple[ToolCall, str]]], sources: tuple[str, ...]
+) -> list[StructuralFact]:
+    """A file an edit tool failed to change and a command then wrote: what failed, and how it was done instead.
+
+    An ``Edit`` that cannot match a file's tabs fails again and again until the agent
+    rewrites the file from a script; the next session editing that file wants to know.
+    """
+    found = []
+    for fact in facts:
+        path = fact.subject.removeprefix("file:") if fact.kind == "change" else None
+        failed = tools.pop(f"{_WRITE_FAILED}{path}", None) if path else None
+        if failed:
+            call, error = failed[-1]
+            lines = command.strip().splitlines()
+            how = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
+            text = f"{call.name} of {path} failed ({clip(error, 120)}); it was written by `{how}` instead"
+            found.append(StructuralFact(text, "lesson", f"error:{call.name}:{path}", sources))
+    return found
 
 
 def _before(fact: StructuralFact, messages: Sequence[Message], settled: int) -> bool:
@@ -308,7 +345,7 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
     subject = f"command:{family(command) if kind == 'check' else shown}"
     sources = (call.id, result.id)
-    if _RUNNING.search(result.content[:400]) is not None and EXITED.search(result.content[:400]) is None:
+    if RUNNING.search(result.content[:400]) is not None and EXITED.search(result.content[:400]) is None:
         served = _SERVED.search(body)
         at = f" at {served.group(0)}" if served is not None else ""
         return [StructuralFact(f"`{shown}` started{at}, still running when last seen", "command", subject, sources)]

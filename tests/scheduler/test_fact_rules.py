@@ -46,7 +46,9 @@ def facts(session: Claude) -> list[StructuralFact]:
             'head -5 s.jsonl | jq -c keys || head -1 s.jsonl | python3 -c "import json,sys; print(sys.stdin.read())"',
             "read",
         ),
-        ("python3 -c \"import json; json.dump({}, open('out.json', 'w')); print('ok')\"", "other"),
+        # A script run inline that opens a file for writing changes it (an edit done from Python when Edit failed).
+        ("python3 -c \"import json; json.dump({}, open('out.json', 'w')); print('ok')\"", "state"),
+        ("python3 -c \"print(open('out.json').read())\"", "read"),
         ('python -c "import app; app.reset_db()"', "other"),
         ("node -e \"console.log(require('./package.json').version)\"", "read"),
         # Listings and queries seen in Codex rollouts (EntityProcess/agentv, planetfall-seed-signalkit).
@@ -130,10 +132,22 @@ def test_state_changes_are_named_by_what_they_did() -> None:
         "Appended to docs/color.md",
     ]
     assert effects("git status && ls") == []
+    script = (
+        "python3 - <<'PY'\nwith open('src/app.tsx') as f:\n    text = f.read()\nwith open('src/app.tsx', 'w') as f:\n"
+    )
+    assert [e.text for e in effects(script + "    f.write(text.replace('a', 'b'))\nPY")] == ["Wrote src/app.tsx"]
+    assert [e.files for e in effects("mv .planning/todos/pending/x.md .planning/todos/done/")] == [
+        ((".planning/todos/pending/x.md", "deleted"), (".planning/todos/done/x.md", "created"))
+    ]
     assert family("go test -v -run TestX ./pkg/") == family("go test ./...") == "go test"
     assert family("mise run lint") != family("mise run test")
     assert families("mise run fmt && mise run lint") == {"mise run fmt", "mise run lint"}
     assert families("cd cli && go test ./... 2>&1 | tail -5") == {"go test"}
+    # A check pointed at another package is another check: one package building says nothing of the next.
+    assert family("swift build --package-path control-plane 2>&1 | tail -10") == "swift build @control-plane"
+    assert family("swift build --package-path libs/scim") != family("swift build --package-path control-plane")
+    assert family("pnpm --filter=web build") == family("pnpm --filter web build") == "pnpm @web"
+    assert family("make -C docs html") == "make @docs" and family("pytest -p no:cacheprovider") == "pytest"
     # A package runner and xargs run the tool they name: one check whatever runs it.
     assert families("git ls-files -z | xargs -0 bunx biome check") == {"biome check"}
     assert families("npx --yes biome check src/") == families("bunx biome check --write x.ts") == {"biome check"}
@@ -322,6 +336,74 @@ def test_a_codex_dev_server_still_running_is_started_not_passed_and_a_poll_settl
     assert [fact.text for fact in found.facts] == [
         "`bun run typecheck` passed (exit 0)",
         "`npm run dev -- --host 127.0.0.1` started at http://127.0.0.1:5174/, still running when last seen",
+    ]
+
+
+def test_a_claude_background_job_is_settled_by_the_notice_or_the_poll_that_sees_it_end(tmp_path: Path) -> None:
+    # Claude Code's background shell: the notice of its end (a ``<task-notification>`` user line), or a
+    # ``TaskOutput`` poll's ``<status>completed</status>`` with its ``<exit_code>``, gives its outcome; a job the
+    # agent stopped (``TaskStop``) has none.
+    s = Claude(tmp_path, "bgbg-jobs")
+    s.ask("Run the slow suites and the generator")
+    tests = s.background("pytest -q tests/slow", "bk1tests")
+    s.background("npm run build", "bk2build")
+    s.background("python src/generate.py", "bk3gen")
+    s.say("Three jobs running.")
+    s.task_ended("bk1tests", tests, "completed", 'Background command "pytest -q tests/slow" completed (exit code 0)')
+    s.tool(
+        "TaskOutput",
+        {"task_id": "bk2build"},
+        "<retrieval_status>success</retrieval_status>\n\n<task_id>bk2build</task_id>\n\n<task_type>local_bash"
+        "</task_type>\n\n<status>completed</status>\n\n<exit_code>2</exit_code>\n\n<output>\nerror TS2304: "
+        "Cannot find name 'Moment'.\n</output>",
+    )
+    s.tool("TaskStop", {"task_id": "bk3gen"}, '{"message":"Successfully stopped task: bk3gen","task_id":"bk3gen"}')
+    texts = [fact.text for fact in facts(s)]
+    assert texts == [
+        "`pytest -q tests/slow` passed (exit 0)",
+        "`npm run build` failed (exit 2): error TS2304: Cannot find name 'Moment'.",
+    ]
+
+
+def test_a_package_that_still_fails_to_build_is_told_by_the_error_in_its_code(tmp_path: Path) -> None:
+    # A monorepo's packages built one by one behind ``| tail`` (a Claude Code session of a Swift monorepo): the
+    # driver's own "emit-module command failed" comes first, the compiler's located error is what went wrong, and
+    # another package building afterwards does not fix this one.
+    s = Claude(tmp_path, "pkpk-build")
+    s.ask("Move the libraries into libs/ and point the packages at them")
+    s.bash(
+        "swift build --package-path control-plane 2>&1 | grep error: | head -5",
+        "error: emit-module command failed with exit code 1 (use -v to see invocation)\n"
+        "control-plane/Sources/App/SCIMController.swift:76:92: error: cannot find type 'SCIMAuthContext' in scope",
+    )
+    s.bash("swift build --package-path libs/swift-scim 2>&1 | tail -2", "[16/16] Compiling SwiftSCIM\nBuild complete!")
+    texts = [fact.text for fact in facts(s)]
+    assert texts[0] == (
+        "`swift build --package-path control-plane` failed (exit 1): "
+        "control-plane/Sources/App/SCIMController.swift:76:92: error: cannot find type 'SCIMAuthContext' in scope"
+    )
+    assert texts[1] == "`swift build --package-path libs/swift-scim` passed (ok)"
+
+
+def test_an_edit_that_failed_and_a_script_that_wrote_the_file_instead_is_a_lesson(tmp_path: Path) -> None:
+    # Claude Code's Edit cannot match a tab-indented file ("String to replace not found in file."), so the agent
+    # rewrites it from an inline Python script: the next session editing that file wants to know.
+    s = Claude(tmp_path, "edit-tabs")
+    s.ask("Keep the repository URL on impact evaluations")
+    path = f"{CWD}/src/api/routes/remediation.ts"
+    edit = {
+        "file_path": path,
+        "old_string": "  localPath: clone.path,",
+        "new_string": "  localPath: clone.path,\n  url,",
+    }
+    s.tool("Edit", edit, "<tool_use_error>String to replace not found in file.</tool_use_error>", error=True)
+    s.bash("rtk proxy cat -A src/api/routes/remediation.ts | sed -n '610,620p'", "\t\t\tlocalPath: clone.path,$")
+    script = f"python3 -c \"\ntext = open('{path}').read()\nopen('{path}', 'w').write(text.replace('a', 'b'))\n\""
+    s.bash(script, "Done")
+    texts = [fact.text for fact in facts(s)]
+    assert texts == [
+        f"Wrote {path}",
+        f'Edit of {path} failed (String to replace not found in file.); it was written by `python3 -c " …` instead',
     ]
 
 

@@ -117,7 +117,8 @@ def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_pa
     s.reject("Edit", {"file_path": f"{CWD}/README.md", "old_string": "# Ledger", "new_string": "# Ledger\nAC1234"})
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "tool_rejected"
-    assert reading.ending.conclusion == "the user rejected Edit README.md"
+    # Rejected with no reason, Claude Code stops the agent ("[Request interrupted by user for tool use]").
+    assert reading.ending.conclusion == "the user rejected Edit README.md and interrupted the agent"
     assert reading.changed == {} and not any("README" in part for part in reading.did)
     assert reading.open_items == ["unfinished request: Add the test secret to the README"]
     # The user went on after it ("sorry, continue" is no new request): the session is judged by what followed.
@@ -202,6 +203,104 @@ def test_a_call_still_running_at_the_end_is_stopped_mid_work(tmp_path: Path) -> 
         "unfinished request: Execute the plan with subagents",
         "waiting on Task Code quality review: Task 1 (started, no result)",
         "todo: Task 2: Implement new flags",
+    ]
+
+
+def generator_session(tmp_path: Path, name: str) -> tuple[Claude, str]:
+    """A session that writes a generator and runs it in the background, as Claude Code does; the call's id."""
+    s = Claude(tmp_path, name)
+    s.ask("Build stage 3: draft the three artifacts for every qualified moment")
+    s.tool("Write", {"file_path": f"{CWD}/src/generate.py", "content": "import asyncio\n"}, "File created successfully")
+    call = s.background("python src/generate.py 2>&1", "b2vbcpt7n")
+    s.tool(
+        "Monitor",
+        {"description": "generate.py artifacts", "command": "tail -f /tmp/b2vbcpt7n.output"},
+        "Monitor started (task bjaw848sk, timeout 300000ms). You will be notified on each event.",
+    )
+    s.say("All 5 moments x 3 artifacts = 15 parallel calls running now.")
+    return s, call
+
+
+def test_a_background_job_never_seen_to_end_leaves_the_session_mid_work(tmp_path: Path) -> None:
+    s, _ = generator_session(tmp_path, "bgjob-running")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    assert reading.ending.conclusion == (
+        "stopped mid-work: Bash python src/generate.py still running at the end, its result not seen. "
+        "All 5 moments x 3 artifacts = 15 parallel calls running now."
+    )
+    assert "result not seen: Bash python src/generate.py was still running when the session ended" in (
+        reading.open_items
+    )
+
+
+def test_claude_codes_notice_that_a_background_job_ended_settles_it(tmp_path: Path) -> None:
+    s, call = generator_session(tmp_path, "bgjob-done")
+    s.task_ended(
+        "b2vbcpt7n",
+        call,
+        "completed",
+        'Background command "python src/generate.py 2&gt;&amp;1" completed (exit code 0)',
+    )
+    s.say("All 15 artifacts are written to data/artifacts/.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.ending.conclusion.endswith("All 15 artifacts are written to data/artifacts/.")
+    assert not any("result not seen" in item or "still failing" in item for item in reading.open_items)
+
+    s, call = generator_session(tmp_path, "bgjob-failed")
+    s.task_ended("b2vbcpt7n", call, "failed", 'Background command "python src/generate.py" failed with exit code 1')
+    s.say("The generator stopped on a rate limit.")
+    reading = read(s)
+    failure = 'Background command "python src/generate.py" failed with exit code 1'
+    assert reading.open_items == [f"`python src/generate.py` still failing: {failure}"]
+
+
+def test_a_server_left_running_or_a_job_stopped_is_no_unfinished_work(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "bgjob-server")
+    s.ask("Start the dev server so I can try the new page")
+    s.background("npm run dev", "bd7k2m1qa")
+    s.say("The dev server is up at http://localhost:5173/.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "answered"
+    assert reading.open_items == []
+
+    s, call = generator_session(tmp_path, "bgjob-stopped")
+    s.tool(
+        "TaskStop", {"task_id": "b2vbcpt7n"}, '{"message":"Successfully stopped task: b2vbcpt7n","task_id":"b2vbcpt7n"}'
+    )
+    s.say("Stopped the run: the prompts need another pass first.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert not any("result not seen" in item for item in reading.open_items)
+
+
+def test_what_one_command_line_writes_and_commits_is_committed(tmp_path: Path) -> None:
+    # A todo moved into a folder, then staged by its new path and its old one removed from the index, and committed
+    # in one line whose heredoc message leaves a quote open on its first line (a Claude Code session's shape).
+    s = Claude(tmp_path, "gtgt-commit")
+    s.ask("Start work on the FUSE rename todo")
+    s.bash("mv .planning/todos/pending/fuse-rename.md .planning/todos/done/", "")
+    s.bash(
+        "git add .planning/todos/done/fuse-rename.md && git rm --cached .planning/todos/pending/fuse-rename.md "
+        "2>/dev/null; git commit -m \"$(cat <<'EOF'\ndocs: start work on todo\n\nMoved to done/.\nEOF\n)\"",
+        "[fix/fuse-rename 060c34e] docs: start work on todo\n 1 file changed, 0 insertions(+), 0 deletions(-)",
+    )
+    s.bash(
+        "sed -i 's/6 pending/5 pending/' .planning/STATE.md && git commit -am 'docs: count'",
+        "[fix/fuse-rename 7d1e2aa] docs: count\n 1 file changed, 1 insertion(+), 1 deletion(-)",
+    )
+    s.say("Committed both.")
+    reading = read(s)
+    assert reading.open_items == []
+    assert reading.changed == {
+        ".planning/todos/pending/fuse-rename.md": "deleted",
+        ".planning/todos/done/fuse-rename.md": "created",
+        ".planning/STATE.md": "edited",
+    }
+    assert reading.did[-2:] == [
+        'committed "docs: start work on todo" (060c34e: Moved to done/.)',
+        'committed "docs: count" (7d1e2aa)',
     ]
 
 

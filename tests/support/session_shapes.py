@@ -14,7 +14,14 @@ Nothing here is copied from a capture; each shape is taken from one, named where
   (d3/7d736cbc10, 8e/0a64736bc7); ``/exit`` answered by ``<local-command-stdout>`` after the
   ``isMeta`` caveat line (67/ea786b178e); a hook's "Operation stopped by hook: ..." user line
   (8c/fa910f8ef9); ``AskUserQuestion``'s result "User has answered your questions:
-  \\"Q\\"=\\"A\\". You can now continue with the user's answers in mind." (d3/7d736cbc10).
+  \\"Q\\"=\\"A\\". You can now continue with the user's answers in mind." (d3/7d736cbc10); a shell
+  command sent to the background (``run_in_background``) answered "Command running in
+  background with ID: ID. Output is being written to: PATH", its end told later by a queued
+  line and a user line (``origin.kind`` ``task-notification``) ``<task-notification>`` with
+  ``<task-id>``, ``<tool-use-id>``, ``<output-file>``, ``<status>completed</status>`` and
+  ``<summary>Background command "CMD" completed (exit code 0)</summary>`` (aunshx/watchtower's
+  branch, checkpoint 22/f034d0c835); ``failed with exit code N`` and ``killed`` / ``was
+  stopped`` as transcript readers' tests give them.
 - Codex rollouts: the ``<turn_aborted>`` user message with ``<turn_id>`` and ``<reason>``
   (openai/codex ``codex-rs`` tests), the older ``event_msg`` ``{"type": "turn_aborted",
   "reason": "interrupted"}`` (session-file notes of Codex 0.6x rollouts), the output "exec
@@ -166,6 +173,25 @@ class Claude:
 
     def bash(self, command: str, output: str, *, error: bool = False, description: str = "") -> None:
         self.tool("Bash", {"command": command, "description": description}, output, error=error)
+
+    def background(self, command: str, task: str) -> str:
+        """A shell command sent to the background (``run_in_background``); the call's id."""
+        call = self.call("Bash", {"command": command, "run_in_background": True})
+        output = f"/tmp/claude-1000/-home-grace-src-ledger/{self.session}/tasks/{task}.output"
+        self.result(call, f"Command running in background with ID: {task}. Output is being written to: {output}")
+        return call
+
+    def task_ended(self, task: str, call: str, status: str, summary: str) -> None:
+        """Claude Code's notice that a background task ended: a queued line, then the user line the agent reads."""
+        notice = (
+            f"<task-notification>\n<task-id>{task}</task-id>\n<tool-use-id>{call}</tool-use-id>\n"
+            f"<output-file>/tmp/claude-1000/-home-grace-src-ledger/{self.session}/tasks/{task}.output</output-file>\n"
+            f"<status>{status}</status>\n<summary>{summary}</summary>\n</task-notification>"
+        )
+        with self.path.open("a", encoding="utf-8") as handle:
+            queued = {"type": "queue-operation", "operation": "enqueue", "sessionId": self.session, "content": notice}
+            handle.write(json.dumps(queued) + "\n")
+        self.line("user", notice, origin={"kind": "task-notification"})
 
     def store(self, url: str) -> None:
         """Sent as Claude Code's ``Stop`` hook would."""

@@ -73,7 +73,8 @@ def test_an_interrupted_and_a_rejected_session_say_so_and_leave_their_request_op
     s.reject("Edit", {"file_path": f"{CWD}/README.md", "old_string": "# Ledger", "new_string": "# Ledger\nAC12"})
     s.store(store_url)
     text = memory(store_url)
-    assert "- Ended: a tool call rejected by the user. the user rejected Edit README.md\n" in text
+    ended = "- Ended: a tool call rejected by the user. the user rejected Edit README.md and interrupted the agent\n"
+    assert ended in text
     assert "- Still open:\n  - unfinished request: Add the test credential to the README\n" in text
     assert "README.md" not in text.split("- Ended:")[0].split("- Asked:")[0]
     assert "- Did:" not in text  # a rejected edit changed nothing
