@@ -95,6 +95,8 @@ SEARCH_TOOLS = frozenset(
 POLL_TOOLS = frozenset({"write_stdin", "wait", "TaskOutput", "BashOutput"})
 #: Tools that end a command still running: its outcome is no outcome of the work (a dev server stopped).
 STOP_TOOLS = frozenset({"TaskStop", "KillShell", "KillBash"})
+#: Tools that name a command still running by its id: its polls and its stops.
+WATCH_TOOLS = POLL_TOOLS | STOP_TOOLS
 #: What a command still running says, with the id its polls name: a Codex exec session, a code-mode cell, a Claude
 #: Code background task (started so, or moved there when it outlived its timeout).
 RUNNING = re.compile(

@@ -365,7 +365,7 @@ class _Reader:
         if call.name in SHELL_TOOLS:
             state.command = shell_command(call.args)
             state.category = shell_commands.category(state.command) if state.command else None
-        if call.name in marks.POLL_TOOLS | marks.STOP_TOOLS:
+        if call.name in marks.WATCH_TOOLS:
             state.polls = self.running.get(marks.polled_id(call.args))
         if call.id is not None:
             self.calls[call.id] = state

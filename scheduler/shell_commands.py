@@ -689,8 +689,7 @@ def family(command: str) -> str:
     words: list[str] = []
     place = ""
     for commands in parse(shown(command, 400)).commands[:1]:
-        tool = _package_tool(_unwrap_runner(commands))
-        for word in tool:
+        for word in _package_tool(_unwrap_runner(commands)):
             if word.startswith("-") or "/" in word or "." in word or "=" in word:
                 break
             words.append(word)

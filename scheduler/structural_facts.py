@@ -55,9 +55,8 @@ from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler.agent_marks import (
     EXITED,
     NO_RESULT_TOOLS,
-    POLL_TOOLS,
     RUNNING,
-    STOP_TOOLS,
+    WATCH_TOOLS,
     describe_call,
     is_rejection,
     polled_id,
@@ -194,7 +193,7 @@ def structural_facts(
             if found is None:
                 continue
             waited_on = polled_id(found[2].args)
-            polled = running.get(waited_on) if found[2].name in POLL_TOOLS | STOP_TOOLS else None
+            polled = running.get(waited_on) if found[2].name in WATCH_TOOLS else None
             if polled is not None:  # a poll of a command still running: its exit is that command's outcome
                 if EXITED.search(message.content[:400]) is not None or stops(found[2]):
                     del running[waited_on]
@@ -297,11 +296,15 @@ def _written_instead(
         failed = tools.pop(f"{_WRITE_FAILED}{path}", None) if path else None
         if failed:
             call, error = failed[-1]
-            lines = command.strip().splitlines()
-            how = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
-            text = f"{call.name} of {path} failed ({clip(error, 120)}); it was written by `{how}` instead"
+            text = f"{call.name} of {path} failed ({clip(error, 120)}); it was written by `{_named(command)}` instead"
             found.append(StructuralFact(text, "lesson", f"error:{call.name}:{path}", sources))
     return found
+
+
+def _named(command: str) -> str:
+    """A command as its facts name it: its main step, marked ``…`` when more lines follow."""
+    lines = command.replace("\\\n", " ").strip().splitlines()
+    return clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
 
 
 def _before(fact: StructuralFact, messages: Sequence[Message], settled: int) -> bool:
@@ -341,8 +344,7 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     code, body = exit_status(result.content)
     failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
     hidden = None if failed else hidden_failure(command, body)
-    lines = command.replace("\\\n", " ").strip().splitlines()
-    shown = clip(shown_command(command, COMMAND_CHARS) + (" …" if len(lines) > 1 else ""), COMMAND_CHARS)
+    shown = _named(command)
     subject = f"command:{family(command) if kind == 'check' else shown}"
     sources = (call.id, result.id)
     if RUNNING.search(result.content[:400]) is not None and EXITED.search(result.content[:400]) is None:
