@@ -11,7 +11,9 @@ steps, in order (`session_reading` feeds each successful call):
   after the options: those too). ``git restore PATH`` and ``git checkout -- PATH`` take
   changes back, ``git stash`` puts them aside (``stash pop`` / ``apply`` brings them back),
   and a ``git status`` that says "nothing to commit" settles them all (a hook or the user
-  committed them where the session could not see). What is pending at the end is **uncommitted**.
+  committed them where the session could not see), while one that lists changed files
+  (long or short format) makes them pending too, staged or not as it says: work from before
+  the session is as uncommitted as the session's own. What is pending at the end is **uncommitted**.
 - GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
   pending file, since it names the changes it commits by ids of its own. Opening a pull
   request (``gh pr create``, ``but pr new``) pushes its branch, as do the gh-stack extension's
@@ -24,10 +26,11 @@ steps, in order (`session_reading` feeds each successful call):
   local commits"). Many users push themselves, and a commit is the work done.
 
 Files outside the project (a temporary folder, an agent's own folder such as
-``~/.claude/plans``) are no work to commit. Uncommitted files are told only when git is in
-play in the session: it staged, committed or pushed, the user spoke of committing or
-pushing, or a reply said something is untracked or uncommitted, or offered to commit. A
-session that never touches git leaves that to the user, and says nothing.
+``~/.claude/plans``, a dot file of the home folder such as ``~/.zshrc``) are no work to
+commit. Uncommitted files are told only when git is in play in the session: it staged,
+committed or pushed, the user spoke of committing or pushing, or a reply said something is
+untracked or uncommitted, or offered to commit. A session that never touches git leaves
+that to the user, and says nothing.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from dataclasses import dataclass, field
 from palimpsest.scheduler import shell_commands
 from palimpsest.scheduler.session_facts import clip
 
-#: Files that are no part of a project's history: scratch folders, agents' own folders, git's own files.
+#: Files that are no part of a project's history: scratch folders, agents' own folders, git's own files, and
+#: the home folder's dot files and folders (``~/.zshrc``, ``~/.gstack/...``), a user's and tools' own settings.
 _OUTSIDE = re.compile(
-    r"(?:^|[/\\])(?:tmp|var[/\\]folders|\.claude|\.codex|\.gemini|\.cursor|\.git)[/\\]|AppData[/\\]Local[/\\]Temp",
+    r"(?:^|[/\\])(?:tmp|var[/\\]folders|\.claude|\.codex|\.gemini|\.cursor|\.git)[/\\]|AppData[/\\]Local[/\\]Temp"
+    r"|^(?:~|\$\{?HOME\}?)[/\\]\.",
     re.IGNORECASE,
 )
 #: A request that speaks of git's history: then what is left out of it matters.
@@ -129,6 +134,8 @@ class GitProgress:
                 self.unpushed = []
             elif verb == "status" and _CLEAN.search(output) is not None:
                 self.pending = {}
+            elif verb == "status" and "-C" not in words[1:3]:  # another repository's status lists none of ours
+                self._listed(_status_paths(output, short=bool({"-s", "--short", "--porcelain"} & set(args))))
             elif verb == "stash":
                 self._stash(shell_commands.operands(args)[:1])
             elif verb == "restore" or (verb == "checkout" and "--" in args):
@@ -139,6 +146,21 @@ class GitProgress:
             self.in_play = self.ahead = True
         elif _UP_TO_DATE.search(output) and not committing:
             self.unpushed = []
+
+    def _listed(self, paths: list[tuple[str, bool]]) -> None:
+        """Files ``git status`` lists as changed: pending too, though the session may never have touched them.
+
+        Changes made before the session, or by the user meanwhile, are as uncommitted at its end
+        as its own (a branch made for one change leaves the earlier work of another in the tree).
+        """
+        for path, staged in paths:
+            if _OUTSIDE.search(path):
+                continue
+            known = [k for k in self.pending if _under(k, path)]
+            for key in known:
+                self.pending[key] = self.pending[key] or staged
+            if not known:
+                self.pending[path] = staged
 
     def _published(self, program: str, verbs: list[str], command: str, output: str) -> None:
         if program == "but" and verbs[:1] == ["commit"]:
@@ -188,6 +210,35 @@ class GitProgress:
             shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
             items.append(f"{UNPUSHED}: {shown}")
         return items
+
+
+#: ``git status``'s long format: the section a file is listed in, and its line (``\tmodified:   src/a.ts``).
+_SECTION = re.compile(r"^(Changes to be committed|Changes not staged for commit|Untracked files):")
+_LISTED = re.compile(r"^\t(?:(?:modified|new file|deleted|renamed|copied|typechange):\s+)?(?:.* -> )?(\S.*?)\s*$")
+#: ``git status --short``: two status letters, then the path (``R  old -> new``: the new one).
+_SHORT = re.compile(r"^([ MADRCUT?!])([ MADRCUT?!]) (?:.* -> )?(\S.*?)\s*$")
+
+
+def _status_paths(output: str, *, short: bool) -> list[tuple[str, bool]]:
+    """The files ``git status`` lists as changed, each with whether it is staged."""
+    found: list[tuple[str, bool]] = []
+    section = ""
+    for line in output.splitlines():
+        if short:
+            match = _SHORT.match(line)
+            if match is not None and match.group(1) + match.group(2) != "!!":
+                found.append((match.group(3).strip('"'), match.group(1) not in " ?"))
+            continue
+        heading = _SECTION.match(line)
+        if heading is not None:
+            section = heading.group(1)
+        elif section and not line.strip():
+            continue
+        elif section and (listed := _LISTED.match(line)) is not None:
+            found.append((listed.group(1).strip('"'), section == "Changes to be committed"))
+        elif section and not line.startswith((" ", "\t")):
+            section = ""
+    return found
 
 
 def _without_values(args: list[str]) -> list[str]:

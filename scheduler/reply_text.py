@@ -45,7 +45,9 @@ _SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
 _RULE = re.compile(r"^\s*(?:\*\s*){3,}$|^\s*(?:-\s*){3,}$|^\s*(?:_\s*){3,}$")
 _EMPHASIS = re.compile(r"\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)\s]+\)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])")
+#: A sentence's end: ``. ! ?`` and a space before a capital, quote or code span; or a full-width
+#: ``。！？``, which Chinese and Japanese replies write with no space after.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|(?<=[。！？])\s*(?=\S)")
 #: A line that is a heading in all but markup: bold alone, or an emoji then a few words.
 _BOLD_LINE = re.compile(r"^\s*\*\*[^*]{1,80}\*\*:?\s*$")
 _PROSE_FENCES = frozenset({"", "md", "markdown", "text", "txt"})
@@ -69,6 +71,8 @@ _OPENER = re.compile(
     r"absolutely|nice|alright|ok(?:ay)?|understood|you'?re right|thanks?(?: you)?|all set|success)[!.]*$",
     re.IGNORECASE,
 )
+#: A sentence that only points at what follows it; one ending in a colon introduces its bullets instead.
+_POINTER = re.compile(r"^here(?:'s| is| are)\b[^`.!?:]{0,40}[.!]$", re.IGNORECASE)
 _ASSENT = re.compile(
     r"^(?:yes|exactly|good|great|that'?s|that is|this is|makes sense|ah|right|correct|i see|i now|nice|"
     r"interesting|indeed|agreed|excellent|perfect|awesome|understood|got it|okay|ok)\b.*[.!]$",
@@ -120,7 +124,9 @@ _STATED_OFFER = re.compile(
     r"|^if you(?:'d| would)? (?:like|want|prefer)(?: it| that| to| me to)?[^.!?]{0,60}?,"
     r"\s*I(?:'d| can| could| will|'ll)\b"
     r"|^I (?:can|could) (?:also )?\w+[^.!?]*\bif you(?:'d| would)? (?:like|want|prefer)\b"
-    r"|^(?:happy|glad) to\b[^.!?]*\b(?:if you|too|as well|next)\b",
+    r"|^(?:happy|glad) to\b[^.!?]*\b(?:if you|too|as well|next)\b"
+    # Chinese: "如果你需要，我可以继续实现 loss.py" (if you want, I can go on and ...).
+    r"|^如果(?:你|您)(?:需要|愿意|想|要)[^。！？]{0,30}[，,]\s*我(?:可以|来|再|就)",
     re.IGNORECASE,
 )
 #: A closing question that only checks in with the user.
@@ -153,9 +159,11 @@ _REMAINING = re.compile(
     r"|\bnot (?:been )?(?:merged|pushed|published|deployed|released|reviewed) yet\b"
     r"|\bnot yet (?:been )?(?:merged|pushed|published|deployed|released|reviewed)\b"
     r"|\b(?:CI|(?:the|a) (?:new )?(?:run|build|workflow|pipeline|job|deploy(?:ment)?))\b[^.!?]{0,30}?"
-    r"\b(?:is|are) (?:still )?(?:queued|in progress|pending)\b"
+    r"\b(?:is|are) (?:still |now )?(?:queued|in progress|pending|running)\b"
     r"|^(?:my|the|our) next (?:step|pass|move|iteration|change)s? (?:would|will|should|could) be\b"
-    r"|\b(?:leaves?|left|has|have) (?:\w+ ){0,2}open questions?\b",
+    r"|\b(?:leaves?|left|has|have) (?:\w+ ){0,2}open questions?\b"
+    # Chinese: "下一步最自然的是把它合并" (the next step is ...), "接下来需要 ..." (what comes next needs ...).
+    r"|^(?:下一步|接下来|后续)",
     re.IGNORECASE,
 )
 #: The line an agent signs a commit or PR text with ("🤖 Generated with [Claude Code](...)").
@@ -312,9 +320,11 @@ def is_preface(sentence: str) -> bool:
 
 
 def is_opener(sentence: str) -> bool:
-    """Whether a sentence is only chat: an exclamation ("Perfect!", "Done.") or a short assent ("That makes sense.")."""
+    """Whether a sentence is only chat: an exclamation ("Perfect!", "Done."), a short assent ("That makes sense.")
+    or a pointer to what follows ("Here's the full picture.").
+    """
     flat = sentence.strip().strip("*_ ")
-    if _OPENER.match(flat) is not None:
+    if _OPENER.match(flat) is not None or _POINTER.match(flat) is not None:
         return True
     return len(flat.split()) <= 6 and "`" not in flat and _ASSENT.match(flat) is not None
 
@@ -575,6 +585,80 @@ def next_steps(text: str) -> list[str]:
             if is_user_action(sentence) or labelled_step(sentence) or is_remaining(sentence)
         )
     return steps
+
+
+#: A heading over what a review found ("Technical findings", "Issues", "Bugs found"), not over what is next.
+_FINDINGS_LABEL = re.compile(r"\b(?:findings?|issues|problems|bugs|concerns|risks|weaknesses)\b", re.IGNORECASE)
+#: A request for a review of work already there: what the review finds is the work it leaves.
+REVIEW_ASK = re.compile(
+    r"\b(?:review|audit|critique|assess|evaluate)\w*\b|\b(?:take a |have a )?look (?:at|over|through)\b",
+    re.IGNORECASE,
+)
+
+
+def findings(text: str, limit: int) -> list[str]:
+    """The top-level items a review lists under a heading naming its findings, each cut to ``limit``.
+
+    A review that changes nothing leaves its findings to be acted on: they are the next
+    session's work ("**2. Sticky tooltip**: ...") as much as a "Next steps" list is.
+    """
+    found: list[str] = []
+    under = False
+    for unit in units(text):
+        if unit.kind == "heading":
+            under = _FINDINGS_LABEL.search(unit.text) is not None and _NEXT_LABEL.search(unit.text) is None
+        elif under and unit.kind == "bullet" and unit.depth == 0 and unit.box is None:
+            found.append(cut(re.sub(r"^\d{1,3}[.)]\s+", "", unit.text), limit))
+    return found
+
+
+#: A heading over a plan's steps ("Changes", "Implementation steps", "Phase 2"), and over how it is checked.
+_STEPS_LABEL = re.compile(r"\b(?:changes|steps|implementation|tasks|phases?|approach|plan)\b", re.IGNORECASE)
+_CHECK_LABEL = re.compile(r"\b(?:verification|verify|testing|test plan|how to test)\b", re.IGNORECASE)
+_NUMBERED = re.compile(r"^(?:(?:step|phase|part)\s+)?\d{1,2}[.):]\s*", re.IGNORECASE)
+
+
+def plan_steps(text: str, limit: int) -> list[str]:
+    """A plan's steps, each cut to ``limit``: its numbered headings, or the top-level items under a heading naming
+    its steps; then how it is to be checked, as one step ("verify: ...").
+
+    A plan that was never carried out leaves these steps to the next session, which needs them
+    by name, not only the plan's title. Items under "Next steps" are `next_steps`, told apart.
+    """
+    steps: list[str] = []
+    under = ""
+    for unit in units(text):
+        if unit.kind == "heading":
+            if _CHECK_LABEL.search(unit.text):
+                under = "check"
+            elif _NUMBERED.match(unit.text):
+                steps.append(cut(_NUMBERED.sub("", unit.text), limit))
+                under = "step"
+            else:
+                under = "steps" if _STEPS_LABEL.search(unit.text) and not _NEXT_LABEL.search(unit.text) else ""
+        elif unit.kind == "bullet" and unit.depth == 0 and under == "steps":
+            steps.append(cut(_NUMBERED.sub("", unit.text), limit))
+    checks = plan_checks(text)
+    if checks:
+        steps.append(cut("verify: " + "; ".join(checks), limit))
+    return steps
+
+
+def plan_checks(text: str) -> list[str]:
+    """The items of a plan's "Verification" (or "Testing") section: how the plan says its work is to be checked."""
+    checks: list[str] = []
+    under = False
+    for unit in units(text):
+        if unit.kind == "heading":
+            under = _CHECK_LABEL.search(unit.text) is not None
+        elif unit.kind == "bullet" and under:
+            checks.append(_NUMBERED.sub("", unit.text))
+    return checks
+
+
+def check_commands(item: str) -> list[str]:
+    """The commands a plan's check item names in code spans ("Run `bun run test` to confirm no regressions")."""
+    return re.findall(r"`([^`]+)`", item)
 
 
 def labelled_step(sentence: str) -> str | None:

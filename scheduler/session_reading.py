@@ -100,6 +100,11 @@ REPEATED_ARGS = 20
 REPEAT_RATIO = 0.9
 #: Longest offer shown as open, with what it points at: the open line is cut at 200 with its label.
 OFFER_CHARS = 170
+#: Longest plan left undone told as open, its steps named; and longest step.
+PLAN_CHARS = 420
+PLAN_STEP_CHARS = 90
+#: Longest finding of a review told as open.
+FINDING_CHARS = 150
 #: Longest request taken back by the user ("undo the last change") shown as open: more than a request's usual clip.
 UNDONE_CHARS = 160
 #: What a session that stops without an interruption mark is: the transcript ends, whether the user stopped the
@@ -233,6 +238,9 @@ class _Reader:
         self.git = GitProgress()
         #: Pull requests a result showed merged (``gh pr view 90 --json state``: ``"state": "MERGED"``), by number.
         self.merged: set[str] = set()
+        #: The plan a request handed over to carry out ("Implement the following plan: ..."), and how many calls came
+        #: before it.
+        self.handed_plan: tuple[str, int] | None = None
         #: A command the user ran in the agent's shell mode, with what it printed: a request if the agent acts on it.
         self.user_shell: tuple[str, Message, int] | None = None
 
@@ -278,6 +286,8 @@ class _Reader:
         text = marks.WRAPPED.sub(" ", content).strip()
         if not text or text.startswith("<"):
             return
+        if _PLAN_HANDOFF.match(text):
+            self.handed_plan = (content, len(self.order))
         offered = self._offer()
         if marks.ACK.match(text):
             if offered and marks.AFFIRMATIVE.match(text):
@@ -888,32 +898,85 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             found.append(f"asked the user, no answer yet: {clip(question, 160)}" + (f" ({listed})" if listed else ""))
     planned = _plan_not_done(turn, calls)
     if planned is not None:
-        found.append(f"plan proposed, not implemented yet: {clip(planned, OFFER_CHARS)}")
+        found.append(planned)
+    if ending.kind == "completed":
+        found += _plan_unverified(reader)
+    if ending.kind == "answered" and final is not None and reply_text.REVIEW_ASK.search(final.text) and turn.replies:
+        found += [f"review finding: {item}" for item in reply_text.findings(turn.replies[-1].content, FINDING_CHARS)]
     if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
         found.append(f"not confirmed fixed: {final.text}")
     return list(dict.fromkeys(found))
 
 
 def _plan_not_done(turn: _Turn, calls: list[_Call]) -> str | None:
-    """The plan a last request ended on, when nothing of it was carried out: its title or first words.
+    """The plan a last request ended on, when nothing of it was carried out: how it stands, its title, its steps.
 
     Codex's plan mode ends its turn on a ``<proposed_plan>`` block; Claude Code's on an
-    ``ExitPlanMode`` call the user approved. Work done after it (a file written, a state
-    changed) means the plan is being carried out.
+    ``ExitPlanMode`` call, approved or rejected. Work done after it (a file written, a state
+    changed) means the plan is being carried out. Its steps are named (`reply_text.plan_steps`):
+    the next session has to do them, and a title alone does not say what they are.
     """
-    approved = [state for state in calls if state.call.name in PLAN_TOOLS and state.result == "ok"]
-    after = calls[calls.index(approved[-1]) :] if approved else []
-    if approved and not any(state.category == "state" or _written(state) for state in after):
-        plan = approved[-1].call.args.get("plan")
-        return marks.describe_call(approved[-1].call) if isinstance(plan, str) else None
+    put = [state for state in calls if state.call.name in PLAN_TOOLS and state.result in ("ok", "rejected")]
+    after = calls[calls.index(put[-1]) :] if put else []
+    if put and not any(state.category == "state" or _written(state) for state in after):
+        plan = put[-1].call.args.get("plan")
+        if not isinstance(plan, str):
+            return None
+        stands = "proposed, not implemented yet" if put[-1].result == "ok" else "rejected by the user, not carried out"
+        return _with_steps(f"plan {stands}: {marks.describe_call(put[-1].call)}", plan)
     last = turn.replies[-1].content if turn.replies else ""
     if "<proposed_plan>" not in last or turn.changed or turn.effects:
         return None
     inside = last.split("<proposed_plan>", 1)[1]
     heading = re.search(r"^#{1,3}\s+(.+?)\s*$", inside, re.MULTILINE)
-    return heading.group(1) if heading is not None else reply_text.conclusion(inside, OFFER_CHARS)
+    title = heading.group(1) if heading is not None else reply_text.conclusion(inside, OFFER_CHARS)
+    return _with_steps(f"plan proposed, not implemented yet: {title}", inside)
 
 
+def _with_steps(said: str, plan: str) -> str:
+    steps = reply_text.plan_steps(plan, PLAN_STEP_CHARS)
+    return clip(f"{said}; steps: {'; '.join(steps)}" if steps else said, PLAN_CHARS)
+
+
+def _plan_unverified(reader: _Reader) -> list[str]:
+    """The checks of the last plan carried out that the session never ran: its "Verification" items left over.
+
+    The plan is the one the last request handed over ("Implement the following plan:", Claude
+    Code's words when a plan is carried out in a fresh context) or approved (``ExitPlanMode``);
+    once a later request came, the user has seen the work and its checks are theirs.
+    An item that names a command is done when a check of the same kind passed after the
+    plan (```bun test` — all new tests pass``); one that asks for hands and eyes ("Upload
+    sampleInput3.json ... the modal should show ...") is left to the user, and open.
+    """
+    plan, at = reader.handed_plan if reader.handed_plan is not None else ("", -1)
+    for index, state in enumerate(reader.order):
+        text = state.call.args.get("plan")
+        if state.call.name in PLAN_TOOLS and state.result == "ok" and isinstance(text, str) and index >= at:
+            plan, at = text, index
+    after = reader.order[max(at, 0) :]
+    last = reader.turns[-1]
+    if not plan or any(reader.turns[state.turn] is not last for state in after):
+        return []  # a later request came after the plan's work: the user has seen it since
+    if not any(state.category == "state" or _written(state) for state in after):
+        return []
+    ran = frozenset().union(
+        *(
+            shell_commands.families(state.command) | reader.kinds.get(shell_commands.shown(state.command), frozenset())
+            for state in after
+            if state.command is not None and state.category == "check" and state.result == "ok"
+        )
+    )
+    left = [
+        item
+        for item in reply_text.plan_checks(plan)
+        if not item.endswith(":")
+        and not any(shell_commands.families(command) & ran for command in reply_text.check_commands(item))
+    ]
+    return [clip("not verified yet (the plan's checks): " + "; ".join(left), PLAN_CHARS)] if left else []
+
+
+#: Claude Code's words handing an approved plan to a fresh context to carry out.
+_PLAN_HANDOFF = re.compile(r"^implement the following plan\b", re.IGNORECASE)
 #: Tools that put a plan to the user for approval.
 PLAN_TOOLS = frozenset({"ExitPlanMode", "exit_plan_mode"})
 #: An issue's key in a tracker's answer: Linear's or Jira's ``identifier`` / ``key``, a GitHub issue URL.

@@ -98,7 +98,8 @@ _KEYWORDS = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!"
 _SHELL_STEPS = frozenset({"for", "read", "done", "fi", "esac", "true", ":"})
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "|&", ";;"})
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
-_NOT_FILES = re.compile(r"^(?:/dev/(?:null|stdout|stderr|tty)|&?\d*|-)$")
+#: Redirect targets that are no file; a ``)`` may follow when the redirect closes ``$(... 2>/dev/null)``.
+_NOT_FILES = re.compile(r"^(?:/dev/(?:null|stdout|stderr|tty)|&?\d*|-)\)*$")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 
 
@@ -482,7 +483,8 @@ def effects(command: str) -> list[Effect]:
     return [
         effect
         for effect in found
-        if not (effect.files and all(scratch(path) for path, _ in effect.files)) and not looped(effect.text)
+        if not (effect.files and all(scratch(path, action) for path, action in effect.files))
+        and not looped(effect.text)
     ]
 
 
@@ -502,18 +504,29 @@ def _loop_names(parsed: Parsed) -> Callable[[str], bool]:
 
 #: Where scratch files go: the system's temporary folders, named or through ``$TMPDIR``.
 _TEMPORARY = re.compile(r"^(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)(?:/|$)|^\$\{?(?:TMPDIR|TMP|TEMP)\b")
+#: The folders under the home folder whose name starts with a dot, where tools keep their own state: a skill's
+#: preamble making ``~/.gstack/sessions`` and appending to its log there changes no project. Deleting there is
+#: kept (a user asks to clean up an agent's old sessions).
+_TOOL_STATE = re.compile(r"^(?:~|\$\{?HOME\}?|/Users/[^/]+|/home/[^/]+)/\.[^/]+/")
 _MKTEMP = re.compile(r"\b([A-Za-z_]\w*)=\$\(\s*mktemp\b")
+#: A variable set to a path on the command line (``SCRATCH=/tmp/claude-501/...``).
+_ASSIGNED = re.compile(r"(?:^|[\s;&(])([A-Za-z_]\w*)=([\"']?)([^\s\"';&]+)\2")
 
 
-def _scratch_names(command: str) -> Callable[[str], bool]:
-    """What says a path is scratch in this command line: a temporary folder, or a variable ``mktemp`` set.
+def _scratch_names(command: str) -> Callable[[str, str], bool]:
+    """What says a path is scratch in this command line: a temporary folder, or a variable that holds one.
 
-    A screenshot folder under ``/tmp`` or a PR body written to ``$(mktemp)`` is no change of the project.
+    A screenshot folder under ``/tmp``, a PR body written to ``$(mktemp)``, a folder set as
+    ``SCRATCH=/tmp/...`` and made with ``mkdir -p "$SCRATCH"``, or a tool's state written under
+    ``~/.tool/`` (`_TOOL_STATE`) is no change of the project.
     """
     made = set(_MKTEMP.findall(command))
+    made |= {name for name, _, value in _ASSIGNED.findall(command) if _TEMPORARY.match(value)}
 
-    def scratch(path: str) -> bool:
+    def scratch(path: str, action: str) -> bool:
         variable = re.match(r"^\$\{?([A-Za-z_]\w*)\}?", path)
+        if _TOOL_STATE.match(path):
+            return action != "deleted"
         return bool(_TEMPORARY.match(path)) or (variable is not None and variable.group(1) in made)
 
     return scratch

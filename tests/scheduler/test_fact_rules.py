@@ -160,6 +160,21 @@ def test_state_changes_are_named_by_what_they_did() -> None:
     # A loop's variable names no file: "Deleted $f" would tell a later session nothing.
     assert effects('for f in *.orig; do rm "$f"; done') == effects("for f in a b; do git add $f; done") == []
     assert [e.text for e in effects("for f in a b; do echo $f; done > list.txt")] == ["Wrote list.txt"]
+    # A skill's preamble keeps its state under a home dot-folder and its screenshots in a folder a variable names
+    # (the shape of a gstack skill's Bash calls in Soph/energy-import-export's Claude Code session); a redirect
+    # closing ``$(... 2>/dev/null)`` writes no file. Deleting under a dot-folder is still a change.
+    preamble = (
+        "_UPD=$(~/.claude/skills/gstack/bin/gstack-update-check 2>/dev/null || true)\n"
+        'mkdir -p ~/.gstack/sessions\ntouch ~/.gstack/sessions/"$PPID"\n'
+        'echo \'{"skill":"gstack"}\' >> ~/.gstack/analytics/skill-usage.jsonl 2>/dev/null || true'
+    )
+    assert effects(preamble) == []
+    shots = 'SCRATCH=/private/tmp/claude-501/scratchpad\nmkdir -p "$SCRATCH"\n$B screenshot "$SCRATCH/top.png"'
+    assert effects(shots) == []
+    assert [e.text for e in effects("rm -rf ~/.cache/app/ && echo x > notes.txt")] == [
+        "Deleted ~/.cache/app/",
+        "Wrote notes.txt",
+    ]
 
 
 def test_no_fact_of_a_read_only_command_and_a_state_change_by_its_effect(tmp_path: Path) -> None:

@@ -1095,7 +1095,9 @@ def test_a_plan_approved_and_not_carried_out_and_requests_lost_to_errors_stay_op
         "ExitPlanMode", {"plan": "# Plan: CSV export\n\n## Steps\n1. Add export_csv"}, "User has approved your plan."
     )
     s.say("Starting with `export_csv`.")
-    assert read(s).open_items == ["plan proposed, not implemented yet: ExitPlanMode (plan: CSV export)"]
+    assert read(s).open_items == [
+        "plan proposed, not implemented yet: ExitPlanMode (plan: CSV export); steps: Add export_csv"
+    ]
     s.tool("Edit", {"file_path": f"{CWD}/ledger/export.py", "old_string": "a", "new_string": "b"}, "ok")
     s.say("Added `export_csv`.")
     assert read(s).open_items == []
@@ -1129,13 +1131,14 @@ def test_an_error_after_the_work_ends_the_session_failed_but_leaves_the_work_don
 
 def test_files_a_command_names_after_changing_folder_are_not_the_projects_to_commit(tmp_path: Path) -> None:
     # blackgirlbytes/entire-token-costs-benchmark-tests: scratch runs built in /tmp by a multi-line command, then the
-    # work committed; only what is left of the project is uncommitted.
+    # work committed; only what is left of the project is uncommitted, not a dot file of the home folder.
     s = Claude(tmp_path, "m1m1-moves")
     s.ask("Rework the benchmark and commit it")
     s.bash("cd /tmp && rm -rf synth-run\nmkdir -p synth-run/run1 && echo '{}' > synth-run/run1/usage.json", "")
     s.tool("Edit", {"file_path": f"{CWD}/scripts/token-benchmark.mjs", "old_string": "a", "new_string": "b"}, "ok")
     s.bash("git add scripts/token-benchmark.mjs && git commit -m 'Rework the cost metric'", "[main 6ddd049] Rework")
     s.tool("Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "ok")
+    s.bash("echo 'export BENCH_RUNS=3' >> ~/.zshrc", "")  # the user's own settings: no file of the project
     s.say("Committed as `6ddd049`; the README note is still to commit.")
     assert read(s).open_items == ["uncommitted changes (after the last commit): README.md"]
 
@@ -1213,3 +1216,118 @@ def test_a_pull_request_the_session_commented_on_stays_open_until_merged(tmp_pat
     s.bash("gh pr merge 444 --squash", "Merged pull request #444")
     s.say("Merged.")
     assert read(s).open_items == []
+
+
+def test_a_plan_rejected_at_the_end_names_its_steps_and_how_to_check_it(tmp_path: Path) -> None:
+    # Claude Code plan mode (FSM1/cipher-box's session shape): the plan's steps are numbered headings under
+    # "Changes", then a "Verification" list; the user rejects ``ExitPlanMode`` and stops the agent.
+    s = Claude(tmp_path, "pl01-rejected")
+    s.ask("Go ahead and fix the rename on the SMB backend")
+    plan = (
+        "# Fix rename on SMB\n\n## Context\n\nThe SMB client calls access() first.\n\n## Changes\n\n"
+        "### 1. Simplify `access()` to grant access\n**File:** `fuse/operations.rs:2340`\n\n"
+        "### 2. Use `getuid()` in `create()` and `mkdir()`\n\n## Verification\n\n"
+        "1. Build with `--dev-key`\n2. Run `cargo test --features fuse`\n"
+    )
+    s.reject("ExitPlanMode", {"plan": plan})
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "tool_rejected"
+    assert (
+        "plan rejected by the user, not carried out: ExitPlanMode (plan: Fix rename on SMB); steps: Simplify "
+        "`access()` to grant access; Use `getuid()` in `create()` and `mkdir()`; verify: Build with `--dev-key`; "
+        "Run `cargo test --features fuse`"
+    ) in reading.open_items
+
+
+def test_a_review_that_changed_nothing_leaves_its_findings_open(tmp_path: Path) -> None:
+    # A review answered in one reply (Soph/energy-import-export's Claude Code session shape): a pointer sentence
+    # ("Here's the full picture.") is no conclusion; the numbered findings under "Technical findings" are the work
+    # left, the overview and the story proposals are not findings.
+    s = Claude(tmp_path, "rv01-review")
+    s.ask("Can you take a look at this project and review it technically?")
+    s.bash("cat README.md", "# Dashboard")
+    s.say(
+        "Review done — I read the whole pipeline and ran the dashboard. Here's the full picture.\n\n"
+        "## What this is\n\nA static dashboard over a Python pipeline.\n\n## Technical findings\n\n"
+        "**1. The daily cron will overwrite `example_day.json`.** The guard `write_adjacency` has is missing.\n\n"
+        "**2. Sticky tooltip** (verified): it stays after a scroll.\n\n## The story\n\n1. Retitle the page\n"
+    )
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "answered"
+    assert reading.ending.conclusion.startswith("Review done — I read the whole pipeline and ran the dashboard.")
+    assert "full picture" not in reading.ending.conclusion
+    assert reading.open_items == [
+        "review finding: The daily cron will overwrite `example_day.json`. The guard `write_adjacency` has is missing.",
+        "review finding: Sticky tooltip (verified): it stays after a scroll.",
+    ]
+    s.ask("Fix the tooltip")
+    s.tool("Edit", {"file_path": f"{CWD}/index.html", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("Added a scroll listener that hides the tooltip.")
+    assert not any(item.startswith("review finding") for item in read(s).open_items)
+
+
+def test_a_deploy_left_queued_and_a_chinese_next_step_stay_open(tmp_path: Path) -> None:
+    # Safecast/safecast-map-MCP's session ends on a deploy only queued; MokioFactory's Codex reply names its next
+    # step in Chinese, sentences ending in "。" with no space after.
+    s = Claude(tmp_path, "dq01-deploy")
+    s.ask("Commit and push the avatar change")
+    s.bash("git commit -am 'Use the logo as avatar' && git push", "[main 95187ac] Use the logo as avatar")
+    s.say("✅ Committed and pushed! The deployment workflow is now queued and running. It takes about a minute.")
+    assert read(s).open_items == ["The deployment workflow is now queued and running."]
+    s.ask("写一份训练文档")
+    s.tool("Write", {"file_path": f"{CWD}/training.md", "content": "# 训练"}, "ok")
+    s.say("已生成文档。验证过文件已创建成功。下一步最自然的是把它和上次的内容合并成一份手册。")
+    assert "下一步最自然的是把它和上次的内容合并成一份手册。" in read(s).open_items
+
+
+def test_the_checks_of_a_plan_carried_out_that_never_ran_stay_open(tmp_path: Path) -> None:
+    # Claude Code hands an approved plan to a fresh context as "Implement the following plan:" (kakarot's
+    # tan-mapper-app session shape); its "Verification" list names a command and checks by hand. The command that
+    # passed is done; what asks for hands and eyes is left to the user.
+    s = Claude(tmp_path, "pv01-verify")
+    s.ask(
+        "Implement the following plan:\n\n# Plan: Array fix\n\n## Changes\n\n- Keep `rawValue` in `jsonToTree`\n\n"
+        "## Verification\n\n1. `bun test` — all new tests pass\n2. Upload `sampleInput3.json` → the modal shows "
+        "numbers as numbers\n3. Manual test:\n   - Click the unlink button on a mapped node\n"
+    )
+    s.tool("Edit", {"file_path": f"{CWD}/src/parsers.ts", "old_string": "a", "new_string": "b"}, "ok")
+    s.bash("bun test 2>&1", " 52 pass\n 0 fail\nRan 52 tests across 3 files.")
+    s.say("All 52 tests pass. `rawValue` is kept in `jsonToTree`.")
+    assert read(s).open_items == [
+        "not verified yet (the plan's checks): Upload `sampleInput3.json` → the modal shows numbers as numbers; "
+        "Click the unlink button on a mapped node"
+    ]
+    # The same plan approved in the session: nothing carried out yet, so it is the plan that is open, not its checks.
+    s = Claude(tmp_path, "pv02-approved")
+    s.ask("Plan the array fix")
+    plan = "# Array fix\n\n## Verification\n\n1. Upload a file"
+    s.tool("ExitPlanMode", {"plan": plan}, "User has approved your plan.")
+    s.say("Starting.")
+    assert read(s).open_items == [
+        "plan proposed, not implemented yet: ExitPlanMode (plan: Array fix); steps: verify: Upload a file"
+    ]
+
+
+def test_files_git_status_lists_are_uncommitted_though_the_session_never_touched_them(tmp_path: Path) -> None:
+    # samcat116/strato's Claude Code session: a branch made for one change, earlier work on others still in the
+    # tree; `git status` (long format, as git prints it) is how the session saw them. What it committed is settled.
+    s = Claude(tmp_path, "gs01-status")
+    s.ask("Put the library import on its own branch and commit it")
+    s.bash(
+        "git status",
+        "On branch feat/monorepo-libs\nChanges not staged for commit:\n"
+        '  (use "git add <file>..." to update what will be committed)\n\tmodified:   DEV-SETUP.md\n'
+        "\tmodified:   Taskfile.yml\n\nUntracked files:\n"
+        '  (use "git add <file>..." to include in what will be committed)\n\tlibs/\n\n'
+        'no changes added to commit (use "git add" and/or "git commit -a")',
+    )
+    s.bash("git add libs/ && git commit -m 'Import the libraries'", "[feat/monorepo-libs 4f1c2d3] Import the libraries")
+    s.say("Committed the libraries as `4f1c2d3`.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): DEV-SETUP.md, Taskfile.yml"]
+    # The short format, and another repository's status (`git -C`), which lists none of this project's files.
+    s.ask("And the rest?")
+    s.bash("git -C ../other status --short", " M other.py")
+    s.bash("git status -s", "M  DEV-SETUP.md\n M Taskfile.yml")
+    s.bash("git commit -m 'Document the set-up'", "[feat/monorepo-libs 5a6b7c8] Document the set-up")
+    s.say("Committed the set-up notes.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): Taskfile.yml"]
