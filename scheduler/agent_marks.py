@@ -85,6 +85,8 @@ UNDO = re.compile(
     re.IGNORECASE,
 )
 QUESTION_TOOLS = frozenset({"AskUserQuestion", "request_user_input", "ask_user"})
+#: Tools that put a plan to the user for approval.
+PLAN_TOOLS = frozenset({"ExitPlanMode", "exit_plan_mode"})
 #: Tools that only search or list: one cut off mid-call left nothing undone of its own.
 SEARCH_TOOLS = frozenset(
     {"Grep", "Glob", "LS", "WebSearch", "WebFetch", "grep_search", "file_search", "list_dir", "codebase_search",

@@ -18,7 +18,8 @@ The prose rules, in order:
 1. Only the assistant's own words are read: never a tool call (its content is
    ``Name {json}``), a tool result, thinking, nor a turn that never reached the model
    or that an agent injected (metadata ``synthetic``, ``api_error``, ``injected``,
-   ``meta``).
+   ``meta``). The one call read is a plan put to the user (``ExitPlanMode``): the
+   sections of its plan that say what was found and why ("Context", "Root cause").
 2. Fenced code blocks (``` or ~~~), indented code (4 spaces or a tab, not a list item),
    headings (``#``, or a ``===``/``---`` underline), table rows, shell prompts and lines
    of JSON (a line opening with ``{`` or ``[``, a ``Name {...}`` call, one holding
@@ -65,7 +66,8 @@ from pydantic import BaseModel, Field
 from palimpsest.graph_schema.errors import Conflict, InvalidInput
 from palimpsest.graph_schema.models import Fact, FactLayerState, FactStats, Message, NewFact, Role
 from palimpsest.graph_schema.store import MemoryStore
-from palimpsest.scheduler.reply_text import readable, straight_quotes
+from palimpsest.scheduler.agent_marks import PLAN_TOOLS
+from palimpsest.scheduler.reply_text import plan_context, readable, straight_quotes
 from palimpsest.scheduler.session_facts import is_not_work, tool_call
 from palimpsest.scheduler.structural_facts import FAILED, StructuralFact, structural_facts
 
@@ -330,8 +332,18 @@ def is_prose(message: Message) -> bool:
 
 
 def facts_in_message(message: Message) -> list[NewFact]:
-    """The prose facts of one stored message (see `is_prose`), each fact citing the message."""
-    if not is_prose(message):
+    """The prose facts of one stored message (see `is_prose`), each fact citing the message.
+
+    A plan put to the user (``ExitPlanMode``) is prose too, for its findings and reasons
+    (`reply_text.plan_context`): approved or not, what it found stays true.
+    """
+    call = tool_call(message)
+    plan = call.args.get("plan") if call is not None and call.name in PLAN_TOOLS else None
+    if isinstance(plan, str):
+        content = plan_context(plan)
+    elif is_prose(message):
+        content = message.content
+    else:
         return []
     return [
         NewFact(
@@ -341,7 +353,7 @@ def facts_in_message(message: Message) -> list[NewFact]:
             subject=fact.subject,
             source_message_ids=[message.id],
         )
-        for fact in extract_from_text(message.content)
+        for fact in extract_from_text(content)
     ]
 
 

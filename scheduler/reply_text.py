@@ -656,6 +656,28 @@ def plan_checks(text: str) -> list[str]:
     return checks
 
 
+#: A plan's headings over what was found and why ("Context", "Root cause"), not over what is to be done.
+_FOUND_LABEL = re.compile(r"\b(?:context|background|problem|root cause|cause|diagnosis|findings?|why)\b", re.IGNORECASE)
+
+
+def plan_context(text: str) -> str:
+    """The sections of a plan that say what was found and why (its "Context", "Root cause"), as markdown.
+
+    They hold the session's findings and the reasons for its decisions ("encryption is the
+    access control, so strict POSIX checks add no security"); the steps are work, not facts.
+    """
+    kept: list[str] = []
+    keep = False
+    for line in readable(text).splitlines():
+        heading = _HEADING.match(line)
+        if heading is not None:
+            keep = _FOUND_LABEL.search(heading.group(1)) is not None
+            continue
+        if keep:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def check_commands(item: str) -> list[str]:
     """The commands a plan's check item names in code spans ("Run `bun run test` to confirm no regressions")."""
     return re.findall(r"`([^`]+)`", item)

@@ -916,7 +916,7 @@ def _plan_not_done(turn: _Turn, calls: list[_Call]) -> str | None:
     changed) means the plan is being carried out. Its steps are named (`reply_text.plan_steps`):
     the next session has to do them, and a title alone does not say what they are.
     """
-    put = [state for state in calls if state.call.name in PLAN_TOOLS and state.result in ("ok", "rejected")]
+    put = [state for state in calls if state.call.name in marks.PLAN_TOOLS and state.result in ("ok", "rejected")]
     after = calls[calls.index(put[-1]) :] if put else []
     if put and not any(state.category == "state" or _written(state) for state in after):
         plan = put[-1].call.args.get("plan")
@@ -951,7 +951,7 @@ def _plan_unverified(reader: _Reader) -> list[str]:
     plan, at = reader.handed_plan if reader.handed_plan is not None else ("", -1)
     for index, state in enumerate(reader.order):
         text = state.call.args.get("plan")
-        if state.call.name in PLAN_TOOLS and state.result == "ok" and isinstance(text, str) and index >= at:
+        if state.call.name in marks.PLAN_TOOLS and state.result == "ok" and isinstance(text, str) and index >= at:
             plan, at = text, index
     after = reader.order[max(at, 0) :]
     last = reader.turns[-1]
@@ -977,8 +977,6 @@ def _plan_unverified(reader: _Reader) -> list[str]:
 
 #: Claude Code's words handing an approved plan to a fresh context to carry out.
 _PLAN_HANDOFF = re.compile(r"^implement the following plan\b", re.IGNORECASE)
-#: Tools that put a plan to the user for approval.
-PLAN_TOOLS = frozenset({"ExitPlanMode", "exit_plan_mode"})
 #: An issue's key in a tracker's answer: Linear's or Jira's ``identifier`` / ``key``, a GitHub issue URL.
 _ISSUE_KEY = re.compile(r'"(?:identifier|key)"\s*:\s*"([A-Z][A-Z0-9]+-\d+)"|/issues/(\d+)\b')
 _CREATES_ISSUE = re.compile(r"(?:^|_)create_(?:issue|task|ticket|story|card)s?$", re.IGNORECASE)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from palimpsest.scheduler.facts import extract_from_text
+from palimpsest.scheduler.facts import extract_from_text, facts_in_message
 from palimpsest.scheduler.shell_commands import category, effects, families, family, shown
 from palimpsest.scheduler.structural_facts import StructuralFact, structural_facts
 from palimpsest.server.agents.codex.transcript import parse_codex
@@ -443,4 +443,22 @@ def test_calls_that_get_no_result_never_hold_the_reading_back(tmp_path: Path) ->
         "Staged docs/plan.md (git add)",
         'Committed "Plan the broker" as 1a2b3c4',
         "Deleted docs/old.md",
+    ]
+
+
+def test_a_plans_findings_are_facts_and_its_steps_are_not(tmp_path: Path) -> None:
+    # Claude Code plan mode (FSM1/cipher-box's session shape): the plan's "Context" says what was found, its
+    # "Changes" what is to be done. Rejected or not, the finding stays true; a step is no fact.
+    s = Claude(tmp_path, "pf01-plan")
+    s.ask("Why does mv fail on the SMB backend?")
+    plan = (
+        "# Fix rename on SMB\n\n## Context\n\nOur `access()` callback compares `req.uid()` against `attr.uid` — "
+        "under SMB these can differ because FUSE-T's SMB server proxies the request.\n\n## Changes\n\n"
+        "### 1. Simplify `access()`\n\nFixed the check so that `access()` returns OK for every caller.\n"
+    )
+    s.reject("ExitPlanMode", {"plan": plan}, "Not yet.")
+    found = [fact.text for message in messages_of(s) for fact in facts_in_message(message)]
+    assert found == [
+        "Our `access()` callback compares `req.uid()` against `attr.uid` — under SMB these can differ because "
+        "FUSE-T's SMB server proxies the request."
     ]
