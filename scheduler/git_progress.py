@@ -12,7 +12,7 @@ steps, in order (`session_reading` feeds each successful call):
   changes back, ``git stash`` puts them aside (``stash pop`` / ``apply`` brings them back),
   and a ``git status`` that says "nothing to commit" settles them all (a hook or the user
   committed them where the session could not see), while one that lists changed files
-  (long or short format) makes them pending too, staged or not as it says: work from before
+  (long or short format; tracked files only) makes them pending too, staged or not as it says: work from before
   the session is as uncommitted as the session's own. What is pending at the end is **uncommitted**.
 - GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
   pending file, since it names the changes it commits by ids of its own. Opening a pull
@@ -220,19 +220,25 @@ _SHORT = re.compile(r"^([ MADRCUT?!])([ MADRCUT?!]) (?:.* -> )?(\S.*?)\s*$")
 
 
 def _status_paths(output: str, *, short: bool) -> list[tuple[str, bool]]:
-    """The files ``git status`` lists as changed, each with whether it is staged."""
+    """The tracked files ``git status`` lists as changed, each with whether it is staged.
+
+    Untracked files are left out: a cache or a local note no one committed (``.pnpm-store``)
+    is no work; the session's own new files are pending already.
+    """
     found: list[tuple[str, bool]] = []
     section = ""
     for line in output.splitlines():
         if short:
             match = _SHORT.match(line)
-            if match is not None and match.group(1) + match.group(2) != "!!":
-                found.append((match.group(3).strip('"'), match.group(1) not in " ?"))
+            if match is not None and match.group(1) not in "?!":
+                found.append((match.group(3).strip('"'), match.group(1) != " "))
             continue
         heading = _SECTION.match(line)
         if heading is not None:
             section = heading.group(1)
         elif section and not line.strip():
+            continue
+        elif section == "Untracked files":
             continue
         elif section and (listed := _LISTED.match(line)) is not None:
             found.append((listed.group(1).strip('"'), section == "Changes to be committed"))

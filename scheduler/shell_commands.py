@@ -121,20 +121,46 @@ class Parsed:
 
 
 def _logical_lines(command: str) -> list[str]:
-    """The lines that hold commands: continuations joined, heredoc bodies left out."""
+    """The lines that hold commands: continuations joined, heredoc bodies left out, and a quoted word that goes
+    on over several lines (``python3 -c "`` then the script) kept whole with the line it opened on.
+    """
     lines = command.replace("\\\n", " ").splitlines()
     kept: list[str] = []
     ending: str | None = None
+    quoted = False
     for line in lines:
         if ending is not None:
             if line.strip() == ending:
                 ending = None
             continue
-        kept.append(line)
+        if quoted:
+            kept[-1] += "\n" + line
+        else:
+            kept.append(line)
         heredoc = _HEREDOC.search(line)
         if heredoc is not None:
-            ending = heredoc.group(1)
+            ending, quoted = heredoc.group(1), False
+            continue
+        quoted = _open_quote(kept[-1])
     return kept
+
+
+def _open_quote(text: str) -> bool:
+    """Whether a quote opened in ``text`` is still open at its end (a backslash escapes outside single quotes)."""
+    quote = ""
+    escaped = False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and not quote:
+            break  # a comment: its quotes open nothing
+    return bool(quote)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -236,7 +262,7 @@ def _category(words: list[str]) -> Category:
     if program == "gh":
         verbs = [word for word in rest if not word.startswith("-")]
         if verbs[:1] == ["api"]:
-            return "state" if any(word in ("-X", "--method", "-f", "-F", "--field") for word in rest) else "read"
+            return "state" if _api_effects(rest) else "read"
         return "read" if len(verbs) >= 2 and verbs[1] in _GH_READ_VERBS else "state"
     if program in ("sed", "perl") and any(word == "-i" or word.startswith(("-i", "--in-place")) for word in rest):
         return "state"
@@ -247,7 +273,7 @@ def _category(words: list[str]) -> Category:
         return _category(inner) if inner else "read"
     if program == "sort" and any(word.startswith("-o") for word in rest):
         return "state"
-    if program in READ_PROGRAMS or program in _SHELL_STEPS or _inline_read(program, rest):
+    if program in READ_PROGRAMS or program in _SHELL_STEPS or _inline_read(program, rest) or _sql_read(program, rest):
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
@@ -340,6 +366,23 @@ def _inline_read(program: str, rest: list[str]) -> bool:
     return re.search(r"\bprint\b|console\.log|\bputs\b|\bp\(", code) is not None and _INLINE_WRITES.search(code) is None
 
 
+#: Database shells given their SQL on the command line (``sqlite3 chat.db "SELECT ..."``, ``psql -c "..."``).
+_SQL_CLIENTS = frozenset({"sqlite3", "psql", "mysql", "duckdb"})
+_SQL_READ = re.compile(r"^\s*(?:select|pragma|explain|show|describe|with)\b|^\s*\.(?:tables|schema|indexes)\b", re.I)
+_SQL_WRITE = re.compile(
+    r"\b(?:insert|update|delete|drop|create|alter|replace|truncate|vacuum|attach|grant|revoke)\b|^\s*\.(?:import|restore)",
+    re.IGNORECASE,
+)
+
+
+def _sql_read(program: str, rest: list[str]) -> bool:
+    """Whether a database shell only queries: its SQL reads (``SELECT``, ``PRAGMA``, ``.schema``), none writes."""
+    if program not in _SQL_CLIENTS:
+        return False
+    statements = [word for word in rest if _SQL_READ.match(word)]
+    return bool(statements) and not any(_SQL_WRITE.search(word) for word in statements)
+
+
 def _git_category(rest: list[str]) -> Category:
     rest = git_arguments(rest)
     words = [word for word in rest if not word.startswith("-")]
@@ -357,6 +400,8 @@ def _git_category(rest: list[str]) -> Category:
     if verb == "stash":
         return "read" if len(words) > 1 and words[1] in ("list", "show") else "state"
     if verb == "config":
+        if _CONFIG_REMOVES & set(flags):
+            return "state"
         return "state" if len(words) > 2 and not {"--get", "--list", "-l", "--get-all"} & set(flags) else "read"
     if verb == "worktree":
         return "read" if len(words) > 1 and words[1] == "list" else "state"
@@ -635,7 +680,33 @@ def _git_effects(rest: list[str]) -> list[Effect]:
         return [Effect(f"Moved {' '.join(sources)} to {target} (git mv)", f"file:{target}", files)]
     if verb == "worktree" and len(args) >= 2 and args[0] == "add":
         return [Effect(f"Added worktree {args[1]}", f"git:worktree:{args[1]}")]
+    if verb == "config" and args and _CONFIG_REMOVES & flags:
+        return [Effect(f"Unset {args[0]} (git config)", f"config:{args[0]}")]
+    if verb == "config" and len(args) >= 2 and _git_category(rest) == "state":
+        value = " ".join(args[1:])
+        value = value if len(value) <= SETTING_CHARS else value[: SETTING_CHARS - 1].rstrip() + "…"
+        return [Effect(f"Set {args[0]} to {value}", f"config:{args[0]}")]
     return []
+
+
+#: ``git config`` options that take a setting away.
+_CONFIG_REMOVES = frozenset({"--unset", "--unset-all", "--remove-section", "--rename-section"})
+#: Longest value of a setting told as set.
+SETTING_CHARS = 120
+#: ``gh api`` methods that change something on GitHub (``-X DELETE``); a field (``-f``) makes it a POST.
+_API_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _api_effects(rest: list[str]) -> list[Effect]:
+    """What ``gh api`` changed: the method and the endpoint, a loop's variable shown as ``…``."""
+    method = next((rest[i + 1].upper() for i, word in enumerate(rest[:-1]) if word in ("-X", "--method")), None)
+    fields = any(word in ("-f", "-F", "--field", "--raw-field", "--input") for word in rest)
+    method = method or ("POST" if fields else "GET")
+    endpoint = next((word for word in rest[1:] if not word.startswith("-") and "/" in word), None)
+    if method not in _API_WRITES or endpoint is None:
+        return []
+    shown = re.sub(r"\$\{?\w+\}?", "…", endpoint)
+    return [Effect(f"Sent {method} {shown} (gh api)", f"gh:api:{method}:{shown}")]
 
 
 #: The gh-stack extension's subcommands that push every branch of the stack.
@@ -644,6 +715,8 @@ GH_STACK_PUSHES = (["stack", "push"], ["stack", "submit"])
 
 def _gh_effects(rest: list[str]) -> list[Effect]:
     words = operands(rest)
+    if words[:1] == ["api"]:
+        return _api_effects(rest)
     if words[:2] in GH_STACK_PUSHES:
         return [Effect("Pushed the stack's branches", "git:push:stack")]
     if len(words) < 2 or words[0] not in ("pr", "issue", "release") or words[1] in _GH_READ_VERBS:

@@ -370,7 +370,12 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
             text += "; fixed by editing " + ", ".join(failure.edited_since[:FIX_FILES])
     if kind != "state" or failure is not None:
         facts.append(StructuralFact(text, "command", subject, sources))
-    facts += [StructuralFact(effect.text, "change", effect.subject, sources) for effect in effects(command)]
+    facts += [
+        StructuralFact(
+            effect.text, "configuration" if effect.subject.startswith("config:") else "change", effect.subject, sources
+        )
+        for effect in effects(command)
+    ]
     for words in _pipeline(command):
         facts += _effects(words, body, sources, commit_body(command, BODY_CHARS), command)
     return facts
@@ -410,9 +415,6 @@ def _effects(
             why = f": {body}" if body else ""
             return [StructuralFact(f'Committed "{first}"{at}{why}', "commit", f"commit:{first}", sources)]
         return []
-    if program == "git" and rest[:1] == ["config"]:
-        values = [word for word in rest[1:] if not word.startswith("-")]
-        return [_setting(values[0], " ".join(values[1:]), sources)] if len(values) >= 2 else []
     if program == "export":
         pairs = [word.split("=", 1) for word in rest if "=" in word and not word.startswith("-")]
         return [_setting(key, value, sources) for key, value in pairs]

@@ -462,3 +462,32 @@ def test_a_plans_findings_are_facts_and_its_steps_are_not(tmp_path: Path) -> Non
         "Our `access()` callback compares `req.uid()` against `attr.uid` — under SMB these can differ because "
         "FUSE-T's SMB server proxies the request."
     ]
+
+
+def test_api_writes_settings_removed_and_database_queries_are_read_by_what_they_do() -> None:
+    # Codex sessions on chikachow/cyspbot: stale deployments deleted with `gh api -X DELETE` in a loop, a repository's
+    # credential helper removed with `git config --unset-all`; a Claude Code session reads chat.db with sqlite3.
+    loop = "for id in 4947711493 4940358692; do gh api -X DELETE repos/o/r/deployments/$id --silent; done"
+    assert category(loop) == "state"
+    assert [e.text for e in effects(loop)] == ["Sent DELETE repos/o/r/deployments/… (gh api)"]
+    assert [e.text for e in effects("gh api repos/o/r/issues -f title=Bug")] == ["Sent POST repos/o/r/issues (gh api)"]
+    assert category("gh api repos/o/r/deployments --paginate") == category("gh api -X GET repos/o/r") == "read"
+    unset = "git config --local --unset-all credential.https://github.com.helper"
+    assert category(unset) == "state"
+    assert [e.text for e in effects(unset)] == ["Unset credential.https://github.com.helper (git config)"]
+    assert [e.text for e in effects("git config --global core.autocrlf input")] == ["Set core.autocrlf to input"]
+    assert category("git config --get-all credential.helper") == "read"
+    assert category('sqlite3 ~/Library/Messages/chat.db "SELECT h.id FROM handle h WHERE deleted = 0;"') == "read"
+    assert category("psql -c 'select count(*) from users'") == category("sqlite3 app.db .schema") == "read"
+    assert category('sqlite3 app.db "DELETE FROM jobs"') == category('sqlite3 app.db "SELECT 1; DROP TABLE t"')
+    assert category('sqlite3 app.db "DELETE FROM jobs"') != "read"
+
+
+def test_a_script_quoted_over_several_lines_is_read_whole() -> None:
+    # Claude Code's Bash calls pipe a transcript into `python3 -c "` with the script on the lines after it
+    # (stat-guy/imessage-mail's session shape): the script only prints, so the command only reads.
+    reads = 'tail -c 50000 ~/.claude/projects/p/s.jsonl | python3 -c "\nimport sys, json\nfor line in sys.stdin:\n'
+    reads += "    print(json.loads(line).get('type'))\n\""
+    assert category(reads) == "read"
+    writes = "python3 -c \"\nopen('notes.txt', 'w').write('x')\n\" && git add notes.txt"
+    assert [e.text for e in effects(writes)] == ["Staged notes.txt (git add)", "Wrote notes.txt"]

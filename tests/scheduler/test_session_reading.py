@@ -1327,7 +1327,25 @@ def test_files_git_status_lists_are_uncommitted_though_the_session_never_touched
     # The short format, and another repository's status (`git -C`), which lists none of this project's files.
     s.ask("And the rest?")
     s.bash("git -C ../other status --short", " M other.py")
-    s.bash("git status -s", "M  DEV-SETUP.md\n M Taskfile.yml")
+    s.bash("git status -s", "M  DEV-SETUP.md\n M Taskfile.yml\n?? .pnpm-store/")  # untracked: a cache, no work
     s.bash("git commit -m 'Document the set-up'", "[feat/monorepo-libs 5a6b7c8] Document the set-up")
     s.say("Committed the set-up notes.")
     assert read(s).open_items == ["uncommitted changes (after the last commit): Taskfile.yml"]
+
+
+def test_a_request_done_through_the_github_api_or_git_config_is_completed(tmp_path: Path) -> None:
+    # Codex on chikachow/cyspbot: "delete all 20 failed deployments" done with `gh api -X DELETE` in a loop; the
+    # session did something, so it did not merely answer.
+    s = Claude(tmp_path, "ga01-api")
+    s.ask("Delete the failed production deployments")
+    loop = "for id in 11 12; do gh api -X DELETE repos/o/r/deployments/$id --silent; echo deleted:$id; done"
+    s.bash(loop, "deleted:11")
+    s.say("Deleted both stale `production` deployment records.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.asks[-1].outcome.startswith("sent DELETE repos/o/r/deployments/… (gh api)")
+    s.ask("Drop the repository's own credential helper")
+    s.bash("git config --local --unset-all credential.https://github.com.helper", "")
+    s.say("Removed it; the global helper applies.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
