@@ -812,7 +812,8 @@ def _join(state: str, said: str) -> str:
 
 
 def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
-    """What is still open at the end: the unfinished ask, unfixed failures, todos, next steps, offers, questions.
+    """What is still open at the end: the unfinished ask, unfixed failures, todos, next steps, offers, questions,
+    a plan left undone (with its steps) or carried out with its checks by hand never run, a review's findings.
 
     Failures of checks stay until a pass; other failed commands only when nothing worked
     after them. A last request that reported an error and got words alone is not known fixed.
