@@ -331,15 +331,29 @@ def is_prose(message: Message) -> bool:
     return tool_call(message) is None and not is_not_work(message)
 
 
+def _plan_put(message: Message) -> str | None:
+    """The plan an ``ExitPlanMode`` call puts to the user; any other call is passed over undecoded.
+
+    Fact extraction reads every message: only a plan tool's call is worth decoding its JSON.
+    """
+    name = message.metadata.get("tool_name")
+    if message.role is not Role.assistant or not (
+        name in PLAN_TOOLS if isinstance(name, str) else message.content.startswith(tuple(PLAN_TOOLS))
+    ):
+        return None
+    call = tool_call(message)
+    plan = call.args.get("plan") if call is not None and call.name in PLAN_TOOLS else None
+    return plan if isinstance(plan, str) else None
+
+
 def facts_in_message(message: Message) -> list[NewFact]:
     """The prose facts of one stored message (see `is_prose`), each fact citing the message.
 
     A plan put to the user (``ExitPlanMode``) is prose too, for its findings and reasons
     (`reply_text.plan_context`): approved or not, what it found stays true.
     """
-    call = tool_call(message)
-    plan = call.args.get("plan") if call is not None and call.name in PLAN_TOOLS else None
-    if isinstance(plan, str):
+    plan = _plan_put(message)
+    if plan is not None:
         content = plan_context(plan)
     elif is_prose(message):
         content = message.content

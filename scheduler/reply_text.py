@@ -626,17 +626,17 @@ def plan_steps(text: str, limit: int) -> list[str]:
     by name, not only the plan's title. Items under "Next steps" are `next_steps`, told apart.
     """
     steps: list[str] = []
-    under = ""
+    listing = False  # under a heading naming the steps, whose top-level items are steps
     for unit in units(text):
         if unit.kind == "heading":
             if _CHECK_LABEL.search(unit.text):
-                under = "check"
+                listing = False  # its items are `plan_checks`, told as one step below
             elif _NUMBERED.match(unit.text):
                 steps.append(cut(_NUMBERED.sub("", unit.text), limit))
-                under = "step"
+                listing = False
             else:
-                under = "steps" if _STEPS_LABEL.search(unit.text) and not _NEXT_LABEL.search(unit.text) else ""
-        elif unit.kind == "bullet" and unit.depth == 0 and under == "steps":
+                listing = _STEPS_LABEL.search(unit.text) is not None and _NEXT_LABEL.search(unit.text) is None
+        elif unit.kind == "bullet" and unit.depth == 0 and listing:
             steps.append(cut(_NUMBERED.sub("", unit.text), limit))
     checks = plan_checks(text)
     if checks:
