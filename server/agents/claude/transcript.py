@@ -8,7 +8,8 @@ is a string or a list of blocks) among bookkeeping lines (``summary``,
 counted. The mapping, decided once here:
 
 - a prompt the user typed while the agent worked is an ``attachment`` line of type
-  ``queued_command``: a user line, marked ``queued``;
+  ``queued_command``: a user line, marked ``queued``; versions that wrote no such line
+  hold the prompt only in the ``queue-operation`` lines, read by `queued_prompts`;
 - thread = the line's ``sessionId`` (a workflow agent's ``<session>#agent-<id>`` is its
   session's thread, the agent kept as metadata ``workflow_agent``); project = the last
   component of its ``cwd``;
@@ -45,6 +46,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from palimpsest.graph_schema.models import Name, NewMessage, Role, UtcDatetime
+from palimpsest.server.agents.claude.queued_prompts import QUEUE_OPERATION, QUEUED_PROMPT, QueuedPrompts
 from palimpsest.server.feeds.transcripts import (
     FilePosition,
     ParsedTranscript,
@@ -73,8 +75,6 @@ SYNTHETIC_MODEL = "<synthetic>"
 CONVERSATION_TYPES = frozenset({"user", "assistant"})
 #: Bookkeeping lines Claude Code writes without a ``sessionId``.
 BOOKKEEPING_TYPES = frozenset({"summary", "file-history-snapshot"})
-#: The ``attachment`` that carries a prompt the user typed while the agent worked, absorbed into the turn running.
-QUEUED_PROMPT = "queued_command"
 #: Blocks answering a tool call (the server-side tools name theirs ``*_tool_result``).
 _RESULT_SUFFIX = "tool_result"
 
@@ -314,16 +314,12 @@ def parse_claude_code(
     grouper = ThreadGrouper(path, strict_project=False)
     skipped = 0
     state = state if state is not None else ReadState()
-    for number, raw in read_lines(path, progress=progress, start=start, state=state):
-        value = decode_object(path, number, raw)
-        kind = value.get("type")
-        if not isinstance(kind, str):
-            raise line_error(path, number, "not a Claude Code transcript line (no string 'type')")
-        queued = _queued_prompt(value)
-        value = queued or value
-        if queued is None and kind not in CONVERSATION_TYPES:
-            skipped += 1
-            continue
+    queue = QueuedPrompts()
+    cwd: str | None = None
+    before = start or FilePosition()
+
+    def add(number: int, value: dict[str, Any], queued: bool) -> None:
+        nonlocal skipped
         try:
             line = _Line.model_validate(value)
             pieces = _pieces(line)
@@ -333,7 +329,7 @@ def parse_claude_code(
             raise line_error(path, number, str(exc)) from None
         if not pieces:
             skipped += 1
-            continue
+            return
         base = _line_metadata(line) | ({"queued": True} if queued else {})
         project = project_from_cwd(line.cwd)
         for position, piece in enumerate(pieces):
@@ -351,6 +347,28 @@ def parse_claude_code(
                     metadata={**base, "kind": piece.kind, **(piece.extra or {})},
                 ),
             )
+
+    for number, raw in read_lines(path, progress=progress, start=start, state=state):
+        at, before = before, state.position
+        value = decode_object(path, number, raw)
+        kind = value.get("type")
+        if not isinstance(kind, str):
+            raise line_error(path, number, "not a Claude Code transcript line (no string 'type')")
+        if kind == QUEUE_OPERATION:
+            queue.operation(value, at)
+            skipped += 1
+            continue
+        for typed in queue.before(value, cwd):
+            add(number, typed, True)
+        cwd = value["cwd"] if isinstance(value.get("cwd"), str) else cwd
+        queued = _queued_prompt(value)
+        if queued is None and kind not in CONVERSATION_TYPES:
+            skipped += 1
+            continue
+        add(number, queued or value, queued is not None)
+    unsettled = queue.unsettled()
+    if unsettled is not None:
+        state.position = unsettled
     return ParsedTranscript(grouper.batches(), skipped, state.position)
 
 

@@ -355,3 +355,84 @@ def test_a_prompt_typed_mid_turn_is_the_users_and_nothing_else_queued_is(tmp_pat
         ("a-2", Role.assistant, "Tests pass; README updated.", None),
     ]
     assert parsed.skipped == 4  # two queue operations, a system-made queued prompt, a skill listing
+
+
+def queue_line(operation: str, second: int, **extra: Any) -> dict[str, Any]:
+    """A ``queue-operation`` line as Claude Code 2.1.17 and 2.1.76 write it: no uuid, no cwd."""
+    return {"type": "queue-operation", "operation": operation, "timestamp": f"2025-06-01T09:00:{second:02d}.000Z",
+            "sessionId": SESSION, **extra}  # fmt: skip
+
+
+def mid_turn_session() -> list[dict[str, Any]]:
+    """The shape of a 2.1.17 session (entireio's cli repository): prompts absorbed mid-turn leave only queue lines.
+
+    A bare ``remove`` after the tool result, then the model's answer to the prompt; a ``dequeue`` for a prompt
+    sent as a turn of its own (its user line follows); a queued slash command and a task's notice stay bookkeeping.
+    """
+    bash = [{"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "gh pr comment 90"}}]
+    return [
+        entry("user", "u-1", "Reply to the review comments on #90", 0),
+        entry("assistant", "a-1", bash, 1, parent="u-1"),
+        queue_line("enqueue", 2, content="add a comment to #91 so we don't forget"),
+        entry("user", "u-2", [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "commented"}], 3),
+        queue_line("remove", 4),
+        entry("assistant", "a-2", "Adding the reminder to #91 as well.", 5, parent="u-2"),
+        queue_line("enqueue", 6, content="/skills"),
+        queue_line("remove", 7),
+        queue_line("enqueue", 8, content="<task-notification>\n<task-id>b1</task-id>\n</task-notification>"),
+        queue_line("enqueue", 9, content="now rebase on main"),
+        queue_line("dequeue", 10),
+        queue_line("dequeue", 11),
+        entry("user", "u-3", "now rebase on main", 12, parent="a-2"),
+    ]
+
+
+def test_a_prompt_only_queue_lines_hold_is_the_users(tmp_path: Path) -> None:
+    parsed = parse_claude_code(write_lines(tmp_path / f"{SESSION}.jsonl", mid_turn_session()), partition="claude")
+    [batch] = parsed.batches
+    said = [(m.message_id, m.role, m.content, m.metadata.get("queued")) for m in batch.messages]
+    assert said == [
+        ("u-1", Role.user, "Reply to the review comments on #90", None),
+        ("a-1", Role.assistant, 'Bash {"command": "gh pr comment 90"}', None),
+        ("u-2", Role.tool, "commented", None),
+        (f"{SESSION}:queued:2025-06-01T09:00:02.000Z", Role.user, "add a comment to #91 so we don't forget", True),
+        ("a-2", Role.assistant, "Adding the reminder to #91 as well.", None),
+        ("u-3", Role.user, "now rebase on main", None),  # dequeued: its own line, once
+    ]
+    queued = batch.messages[3]
+    assert queued.created_at is not None and queued.created_at.isoformat() == "2025-06-01T09:00:02+00:00"
+    assert (queued.metadata["cwd"], parsed.skipped) == (CWD, 8)  # the cwd of the line before; 8 queue lines
+
+
+def test_a_hook_reading_before_a_prompt_settles_stores_it_once(sqlite_url: str, tmp_path: Path) -> None:
+    # The first call reads up to the enqueue's tool result: whether the turn takes the prompt is not known yet.
+    lines = mid_turn_session()
+    path = write_lines(tmp_path / f"{SESSION}.jsonl", lines[:4])
+    assert hook(hook_input(path), sqlite_url).exit_code == 0
+    assert stats(sqlite_url)["messages"] == 3
+    write_lines(path, lines[4:], mode="a")
+    second = hook(hook_input(path), sqlite_url, "--json")
+    assert second.exit_code == 0, second.output
+    report = json.loads(second.stdout)
+    # Read again from the enqueue: the tool result is a duplicate, the prompt and the rest are new.
+    assert (report["appended"], report["duplicates"]) == (3, 1)
+    assert hook(hook_input(path), sqlite_url).exit_code == 0
+    assert stats(sqlite_url)["messages"] == 6
+
+
+def test_a_remove_before_the_attachment_that_holds_the_prompt_reads_it_once(tmp_path: Path) -> None:
+    lines = [
+        *mid_turn_session()[:4],
+        queue_line("remove", 4),
+        {
+            **entry("user", "q-1", "", 5, parent="u-2"),
+            "type": "attachment",
+            "message": None,
+            "attachment": {"type": "queued_command", "prompt": "add a comment to #91 so we don't forget"},
+        },  # fmt: skip
+    ]
+    [batch] = parse_claude_code(write_lines(tmp_path / f"{SESSION}.jsonl", lines), partition="claude").batches
+    assert [(m.message_id, m.content) for m in batch.messages if m.role is Role.user] == [
+        ("u-1", "Reply to the review comments on #90"),
+        ("q-1", "add a comment to #91 so we don't forget"),
+    ]
