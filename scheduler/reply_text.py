@@ -47,6 +47,8 @@ _EMPHASIS = re.compile(r"\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)\s]+\)")
 #: A sentence's end: ``. ! ?`` and a space before a capital, quote or code span; or a full-width
 #: ``。！？``, which Chinese and Japanese replies write with no space after.
+#: How a question ends, in Latin and in CJK script ("需要我接着帮你实现这些吗？").
+QUESTION_MARKS = ("?", "？")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|(?<=[。！？])\s*(?=\S)")
 #: A line that is a heading in all but markup: bold alone, or an emoji then a few words.
 _BOLD_LINE = re.compile(r"^\s*\*\*[^*]{1,80}\*\*:?\s*$")
@@ -82,7 +84,9 @@ _ASSENT = re.compile(
 _OFFER = re.compile(
     r"\b(?:want me to|would you like me to|shall i|should i|do you want me to|ready to|like me to|may i|"
     r"(?:would you like|do you want|want) to (?:start|proceed|continue|go ahead|commit|create|implement|run|merge|"
-    r"push|apply|open|execute)|can i go ahead|proceed with)\b",
+    r"push|apply|open|execute)|can i go ahead|proceed with)\b"
+    # Chinese: "需要我接着帮你实现这些吗？" (shall I go on and implement these?), "要不要我...", "是否需要我...".
+    r"|(?:需要|要不要|是否需要|要)我",
     re.IGNORECASE,
 )
 _NEXT_LABEL = re.compile(
@@ -108,6 +112,8 @@ _POINTING_OFFER = re.compile(
     r"(?:\s+(?:change|fix|refactor|update|edit|approach|cleanup|suggestion|version)s?)?(?:\s+(?:now|too|as well))?$",
     re.IGNORECASE,
 )
+#: The same in Chinese: an offer ending on "these", "this", "it" ("接着帮你实现这些": go on and implement these).
+_POINTING_OFFER_CJK = re.compile(r"(?:这些|这个|它们|它|这部分|这样做|这一步)$")
 #: Longest request named beside an offer that only points back.
 ASKED_CHARS = 70
 #: A sentence that proposes a change ("we could at least remove the map", "I'd suggest inlining it").
@@ -316,7 +322,7 @@ def is_preface(sentence: str) -> bool:
     """
     flat = sentence.strip().lstrip("*_ ")
     announced = bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat))
-    return announced and not flat.endswith("?")
+    return announced and not flat.endswith(QUESTION_MARKS)
 
 
 def is_opener(sentence: str) -> bool:
@@ -332,7 +338,7 @@ def is_opener(sentence: str) -> bool:
 def _kept(sentence: str) -> bool:
     if _SIGNATURE.search(sentence):
         return False
-    return not (is_preface(sentence) or is_opener(sentence) or sentence.endswith("?"))
+    return not (is_preface(sentence) or is_opener(sentence) or sentence.endswith(QUESTION_MARKS))
 
 
 def _pieces(text: str) -> Iterator[tuple[str, str]]:
@@ -458,7 +464,7 @@ def closing_question(text: str) -> str | None:
     if not blocks:
         return None
     last = sentences(blocks[-1].text)
-    return last[-1] if last and last[-1].endswith("?") else None
+    return last[-1] if last and last[-1].endswith(QUESTION_MARKS) else None
 
 
 def is_offer(question: str) -> bool:
@@ -501,7 +507,7 @@ def offered_work(question: str) -> str:
     """What an offer proposes, as a step: "Want me to commit these changes?" → "commit these changes"."""
     match = _OFFER.search(question)
     rest = question[match.end() :] if match is not None else question
-    rest = rest.strip(" ?").removeprefix("to ").strip()
+    rest = rest.strip(" ?？").removesuffix("吗").removeprefix("to ").strip()
     return rest if len(rest.split()) >= 1 and match is not None and match.group(0).lower() != "ready to" else question
 
 
@@ -513,17 +519,20 @@ def offer_in_full(text: str, offer: str, asked: str | None, limit: int) -> str:
     definition in registry is yuck"). An offer that names its object is kept as it is. The
     request comes first, cut to `ASKED_CHARS`; the proposal has the rest of ``limit``.
     """
-    if _POINTING_OFFER.match(offer.strip()) is None:
+    pointing_cjk = _POINTING_OFFER_CJK.search(offer.strip()) is not None
+    if _POINTING_OFFER.match(offer.strip()) is None and not pointing_cjk:
         return offer
     said = [
         sentence.rstrip(" :")
         for unit in units(text)
         if unit.kind in ("para", "bullet")
         for sentence in sentences(unit.text)
-        if not sentence.endswith("?")
+        if not sentence.endswith(QUESTION_MARKS)
     ]
     found = next((match for match in map(_PROPOSAL.search, reversed(said)) if match), None)
     proposal = found.string[found.start() :] if found else None  # from "we could ...", not "Now that we have ..."
+    if pointing_cjk:  # what "这些" (these) are is the sentence before the question
+        proposal = said[-1] if said else None
     full = f"{offer} (asked: {cut(asked, ASKED_CHARS)})" if asked else offer
     room = limit - len(full) - 2
     return f"{full}: {cut(proposal, room)}" if proposal and room > ASKED_CHARS // 2 else full
@@ -696,7 +705,7 @@ def is_remaining(sentence: str) -> bool:
     work open. A condition ("If CI is still pending, ...") or a question is no step.
     """
     flat = sentence.strip()
-    if flat.endswith("?") or re.match(r"^(?:if|when|unless|whenever|once)\b", flat, re.IGNORECASE):
+    if flat.endswith(QUESTION_MARKS) or re.match(r"^(?:if|when|unless|whenever|once)\b", flat, re.IGNORECASE):
         return False
     return _REMAINING.search(flat) is not None
 

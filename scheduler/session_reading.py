@@ -98,6 +98,8 @@ OUTCOME_CHARS = 110
 REPEATED_ARGS = 20
 #: How alike (difflib's ratio) those arguments and the prompt's start must be: a typo fixed is the same request.
 REPEAT_RATIO = 0.9
+#: A reply that turns an offer down ("no, just explain it", "不用了").
+_DECLINED = re.compile(r"^(?:no\b|nope\b|nah\b|not now\b|don'?t\b|不用|不要|算了|先不)", re.IGNORECASE)
 #: Longest offer shown as open, with what it points at: the open line is cut at 200 with its label.
 OFFER_CHARS = 170
 #: Longest plan left undone told as open, its steps named; and longest step.
@@ -882,12 +884,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     if turn.replies:
         question = reply_text.closing_question(turn.replies[-1].content)
         if question and reply_text.is_offer(question):
-            offer = reply_text.offered_work(question)
-            if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
-                offer += f" ({reader.last_written})"
-            asked = final.text if final else None
-            offer = reply_text.offer_in_full(turn.replies[-1].content, offer, asked, OFFER_CHARS)
-            found.append(f"offered, no answer yet: {clip(offer, OFFER_CHARS)}")
+            found.append(_offer(reader, turn.replies[-1], question, final.text if final else None))
         elif not question and (stated := reply_text.stated_offer(turn.replies[-1].content)) is not None:
             found.append(f"offered, no answer yet: {clip(stated, OFFER_CHARS)}")
         elif question and reply_text.is_open_question(question):
@@ -897,6 +894,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
                 for number, text in sorted(choices.items())[:4]
             )
             found.append(f"asked the user, no answer yet: {clip(question, 160)}" + (f" ({listed})" if listed else ""))
+        elif ending.kind == "answered" and (passed := _offer_passed_over(reader, final)) is not None:
+            found.append(passed)
     planned = _plan_not_done(turn, calls)
     if planned is not None:
         found.append(planned)
@@ -907,6 +906,34 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
         found.append(f"not confirmed fixed: {final.text}")
     return list(dict.fromkeys(found))
+
+
+def _offer(reader: _Reader, reply: Message, question: str, asked: str | None) -> str:
+    """An offer a reply closed on, as an open item: what it proposes, in full when it only points back."""
+    offer = reply_text.offered_work(question)
+    if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
+        offer += f" ({reader.last_written})"
+    offer = reply_text.offer_in_full(reply.content, offer, asked, OFFER_CHARS)
+    return f"offered, no answer yet: {clip(offer, OFFER_CHARS)}"
+
+
+def _offer_passed_over(reader: _Reader, final: Ask | None) -> str | None:
+    """The offer of the turn before the last, when the user answered it with a question of their own.
+
+    "Want me to implement loss.py next?" - "Which chapter of the book explains this?" - an
+    answer: the last turn did no work, so the offer still waits. A refusal ("no, just
+    explain") or an offer the last reply made anew leaves it.
+    """
+    if final is None or final.via != "prompt" or _DECLINED.match(final.text) or len(reader.turns) < 2:
+        return None
+    before = reader.turns[-2]
+    if before is final.turn or not before.replies:
+        return None
+    question = reply_text.closing_question(before.replies[-1].content)
+    if question is None or not reply_text.is_offer(question):
+        return None
+    asked = next((ask.text for ask in reader.reading.asks if ask.turn is before), None)
+    return _offer(reader, before.replies[-1], question, asked)
 
 
 def _plan_not_done(turn: _Turn, calls: list[_Call]) -> str | None:

@@ -806,6 +806,42 @@ def test_an_offer_that_names_its_work_is_kept_as_it_is(tmp_path: Path) -> None:
     assert read(s).open_items == ["offered, no answer yet: add a warm-up step to deploy.sh"]
 
 
+def test_an_offer_the_user_passed_over_with_a_question_stays_open(tmp_path: Path) -> None:
+    # Shape of senlongyugood/Mini-SimCLR-'s Claude Code session: the reply after the work closes on an offer in
+    # Chinese ("need me to go on and implement these?"), the user asks which book chapter to read, the answer ends it.
+    s = Claude(tmp_path, "op01-passed")
+    s.ask("实现 ResNet/CNN encoder教我一下")
+    s.tool("Write", {"file_path": f"{CWD}/code/model.py", "content": "class SmallCNN: ..."}, "ok")
+    s.say(
+        "模型已经可以正常运行，接下来你可以继续实现 `loss.py`（NT-Xent loss）和 `pretrain.py`（预训练循环）。"
+        "需要我接着帮你实现这些吗？"
+    )
+    offer = (
+        "offered, no answer yet: 接着帮你实现这些 (asked: 实现 ResNet/CNN encoder教我一下): "
+        "模型已经可以正常运行，接下来你可以继续实现 `loss.py`（NT-Xent loss）和 `pretrain.py`（预训练循环）。"
+    )
+    assert read(s).open_items == [offer]
+    s.ask("复现这部分我要看动手学深度学习哪部分")
+    s.say("最核心的是 7.6（ResNet）。如果时间有限，先看 6.6 + 7.6 就够理解这个实现。")
+    assert read(s).ending.kind == "answered"
+    assert read(s).open_items == [offer]
+
+
+def test_an_offer_turned_down_or_made_anew_is_not_passed_over(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "op02-declined")
+    s.ask("Why is the cache cold after a deploy?")
+    s.say("The snapshot is dropped on restart. Want me to add a warm-up step to deploy.sh?")
+    s.ask("no, just tell me where the snapshot lives")
+    s.say("In `/var/cache/app/snapshot.bin`, written by `cache.save()` on shutdown.")
+    assert read(s).open_items == []
+    t = Claude(tmp_path, "op03-anew")
+    t.ask("Why is the cache cold after a deploy?")
+    t.say("The snapshot is dropped on restart. Want me to add a warm-up step to deploy.sh?")
+    t.ask("where does the snapshot live?")
+    t.say("In `/var/cache/app/snapshot.bin`. Want me to keep it across restarts instead?")
+    assert read(t).open_items == ["offered, no answer yet: keep it across restarts instead"]
+
+
 def test_what_the_user_can_do_later_or_before_committing_stays_open(tmp_path: Path) -> None:
     s = Claude(tmp_path, "qqqq-later")
     s.ask("Create a CHANGELOG for 0.4.3")
