@@ -54,7 +54,7 @@ READ_PROGRAMS = frozenset(
         "sort", "uniq", "cut", "tr", "basename", "dirname", "true", "false", "sleep", "history", "man", "grep",
         "egrep", "fgrep", "rg", "ag", "ack", "fd", "locate", "od", "xxd", "hexdump", "strings", "column", "fold",
         "md5sum", "sha256sum", "shasum", "test", "[", "lsof", "netstat", "ss", "free", "uptime", "tput", "sed",
-        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".", "base64",
+        "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".", "base64", "json.tool",
     }
 )  # fmt: skip
 #: ``git`` subcommands that only read.
@@ -221,6 +221,8 @@ def _program_first(words: list[str]) -> list[str]:
         elif word in _KEYWORDS:
             index += 1
         elif word.rsplit("/", 1)[-1] in _WRAPPERS:
+            if word == "command" and words[index + 1 : index + 2] in (["-v"], ["-V"]):
+                return ["which", *words[index + 2 :]]  # ``command -v entire`` looks the program up, runs nothing
             index += 1
             while index < len(words) and words[index].startswith("-"):
                 index += 1
@@ -250,8 +252,8 @@ def _category(words: list[str]) -> Category:
     program, rest = words[0], words[1:]
     if program in ("sh", "bash", "zsh") and len(rest) >= 2 and rest[0] in ("-c", "-lc"):
         return category(rest[1])
-    if "--help" in rest or "--version" in rest or rest[:1] == ["help"]:
-        return "read"  # any tool asked how it is used (``entire checkpoint explain --help``) only prints
+    if "--help" in rest or "--version" in rest or "--list" in rest or rest[:1] == ["help"]:
+        return "read"  # any tool asked how it is used (``entire checkpoint explain --help``) or to list only prints
     if rest and rest[0] in _PACKAGE_QUERIES.get(program, ()):
         return "read"
     for name, subcommands in CHECKS:
@@ -274,6 +276,8 @@ def _category(words: list[str]) -> Category:
     if program == "sort" and any(word.startswith("-o") for word in rest):
         return "state"
     if program in READ_PROGRAMS or program in _SHELL_STEPS or _inline_read(program, rest) or _sql_read(program, rest):
+        return "read"
+    if _READ_OPTIONS.get(program, frozenset()) & set(rest) or _fetch_only(program, rest):
         return "read"
     if program in STATE_PROGRAMS or _adds_dependency(program, rest):
         return "state"
@@ -364,6 +368,42 @@ def _inline_read(program: str, rest: list[str]) -> bool:
         return False
     code = rest[1]
     return re.search(r"\bprint\b|console\.log|\bputs\b|\bp\(", code) is not None and _INLINE_WRITES.search(code) is None
+
+
+#: Options that make a program print what is there and do nothing else: ``ssh -G host`` (the configuration it
+#: would use), ``ssh-keygen -lf KEY`` (a key's fingerprint), ``ssh-add -l`` (the agent's keys).
+_READ_OPTIONS: dict[str, frozenset[str]] = {
+    "ssh": frozenset({"-G", "-V", "-Q"}),
+    "ssh-keygen": frozenset({"-l", "-lf", "-F", "-y", "-yf", "-L", "-Lf", "-B"}),
+    "ssh-add": frozenset({"-l", "-L"}),
+}
+#: curl's options that send a body, and PowerShell's (``Invoke-RestMethod -Body``).
+_SENDS = re.compile(r"^(?:-d|--data(?:-\w+)?|-F|--form(?:-string)?|-T|--upload-file|--json|-body|-infile|-form)$")
+#: PowerShell's cmdlets that fetch a URL (and their aliases).
+_WEB_CMDLETS = frozenset({"invoke-restmethod", "invoke-webrequest", "irm", "iwr"})
+
+
+def _fetch_only(program: str, rest: list[str]) -> bool:
+    """Whether ``curl`` or PowerShell's web cmdlets only fetch a URL: a health probe, an API read, a page.
+
+    No body sent, no method but GET or HEAD, and no output kept but in a temporary folder
+    (``curl -o /tmp/schema.json``); ``-O`` saves into the working folder.
+    """
+    curl = program == "curl"
+    if not curl and program.lower() not in _WEB_CMDLETS:
+        return False
+    for index, raw in enumerate(rest):
+        word, value = raw.lower(), rest[index + 1] if index + 1 < len(rest) else ""
+        if _SENDS.match(word) or (curl and raw in ("-O", "--remote-name", "--remote-name-all")):
+            return False
+        method = value if raw in ("-X", "--request") or word == "-method" else None
+        method = raw[2:] if curl and raw.startswith("-X") and len(raw) > 2 else method
+        if method is not None and method.upper() not in ("GET", "HEAD"):
+            return False
+        kept = raw in ("-o", "--output") if curl else word == "-outfile"
+        if kept and _NOT_FILES.match(value) is None and _TEMPORARY.match(value) is None:
+            return False
+    return True
 
 
 #: Database shells given their SQL on the command line (``sqlite3 chat.db "SELECT ..."``, ``psql -c "..."``).
