@@ -117,7 +117,7 @@ class ParsedTranscript:
     batches: list[IngestBatch]
     #: Lines that hold no conversation (bookkeeping, metadata), left out on purpose.
     skipped: int = 0
-    #: Where reading stopped (the file's end, or before a half-written last line).
+    #: Where reading stopped (the file's end, before a half-written last line, or at a Claude Code prompt still queued).
     end: FilePosition | None = None
 
     @property

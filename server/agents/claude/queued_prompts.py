@@ -17,9 +17,11 @@ the ``remove`` is that attachment. Its id is built from the session and the ``en
 timestamp, the same on every read, so reading the file again adds nothing. A read that
 ends before a prompt's fate is known ends at its ``enqueue`` instead: the next read
 starts there and decides (the lines read meanwhile are stored already, under their own
-ids). Queued texts that are no person's prompt stay bookkeeping: a background task's
-notice (``<task-notification>``, or the JSON one of early 2.1 versions) and a slash
-command, which runs as lines of its own.
+ids), unless `SETTLED_WITHIN` lines passed without it: then it is given up. ``popAll``
+takes the queue back into the input box, to be sent again. Queued texts that are no
+person's prompt stay bookkeeping: a background task's notice (``<task-notification>``,
+or the JSON one of early 2.1 versions) and a slash command, which runs as lines of its
+own.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from palimpsest.server.feeds.transcripts import FilePosition
 
 #: The ``type`` of the lines recording the prompt queue.
 QUEUE_OPERATION = "queue-operation"
+#: Lines within which a queued prompt leaves the queue (a long command's progress lines come between: one a
+#: second); a read that ends sooner waits for it, one that goes on longer gives it up.
+SETTLED_WITHIN = 2000
 #: The attachment that holds an absorbed prompt in the versions that write one.
 QUEUED_PROMPT = "queued_command"
 
@@ -46,6 +51,8 @@ class _Typed:
     at: FilePosition
     #: Whether a person typed it (a task's notice or a slash command is queued too, and leaves the queue in turn).
     person: bool
+    #: How many lines the read had passed when it was queued.
+    line: int
 
     def as_user_line(self, cwd: str | None) -> dict[str, Any]:
         """The user line the prompt would have been, in the shape `transcript` reads."""
@@ -68,6 +75,7 @@ class QueuedPrompts:
 
     waiting: list[_Typed] = field(default_factory=list)
     absorbed: list[_Typed] = field(default_factory=list)
+    lines: int = 0
 
     def operation(self, value: dict[str, Any], at: FilePosition) -> None:
         """A ``queue-operation`` line starting at ``at``."""
@@ -77,7 +85,10 @@ class QueuedPrompts:
             text = text if isinstance(text, str) else ""
             person = _typed_by_a_person(text) and isinstance(session, str) and bool(session)
             stamp = timestamp if isinstance(timestamp, str) else None
-            self.waiting.append(_Typed(text, session if isinstance(session, str) else "", stamp, at, person))
+            session = session if isinstance(session, str) else ""
+            self.waiting.append(_Typed(text, session, stamp, at, person, self.lines))
+        elif kind == "popAll":  # taken back into the input box, to be sent again as a prompt of its own
+            self.waiting = []
         elif kind in ("dequeue", "remove") and self.waiting:
             first = self.waiting.pop(0)
             if kind == "remove" and first.person:
@@ -86,8 +97,12 @@ class QueuedPrompts:
     def before(self, value: dict[str, Any], cwd: str | None) -> list[dict[str, Any]]:
         """The absorbed prompts to read as user lines before ``value``, the line after their ``remove``.
 
-        None when ``value`` is the attachment that holds them (later versions).
+        None when ``value`` is the attachment that holds them (later versions). A prompt
+        still waiting after `SETTLED_WITHIN` lines is given up: a queue step this reader
+        does not know took it, and no later read should start that far back.
         """
+        self.lines += 1
+        self.waiting = [typed for typed in self.waiting if self.lines - typed.line <= SETTLED_WITHIN]
         if not self.absorbed:
             return []
         attachment = value.get("attachment") if value.get("type") == "attachment" else None

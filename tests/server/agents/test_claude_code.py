@@ -24,6 +24,7 @@ from palimpsest.graph_schema.backends import open_store
 from palimpsest.graph_schema.errors import InvalidInput
 from palimpsest.graph_schema.models import NewMessage, Role
 from palimpsest.graph_schema.store import MemoryStore
+from palimpsest.server.agents.claude.queued_prompts import SETTLED_WITHIN
 from palimpsest.server.agents.claude.transcript import parse_claude_code
 from palimpsest.server.cli.main import app
 from palimpsest.server.feeds.ingest import ingest_files
@@ -436,3 +437,21 @@ def test_a_remove_before_the_attachment_that_holds_the_prompt_reads_it_once(tmp_
         ("u-1", "Reply to the review comments on #90"),
         ("q-1", "add a comment to #91 so we don't forget"),
     ]
+
+
+def test_a_prompt_taken_back_or_never_settled_is_not_the_users_and_holds_no_read_back(tmp_path: Path) -> None:
+    opening = mid_turn_session()[:2]
+    # Taken back into the input box (popAll), then sent as a turn of its own.
+    taken_back = [*opening, queue_line("enqueue", 2, content="and the docs"), queue_line("popAll", 3),
+                  entry("user", "u-2", "and the docs", 4, parent="a-1")]  # fmt: skip
+    parsed = parse_claude_code(write_lines(tmp_path / "taken.jsonl", taken_back), partition="claude")
+    assert [m.message_id for m in parsed.batches[0].messages] == ["u-1", "a-1", "u-2"]
+    # Left in the queue while a long command printed: past SETTLED_WITHIN lines the read no longer waits for it.
+    progress = [entry("user", f"u-{n}", f"line {n}", 5) for n in range(3, 3 + SETTLED_WITHIN + 1)]
+    lines = [*opening, queue_line("enqueue", 2, content="and the docs"), *progress]
+    path = write_lines(tmp_path / "long.jsonl", lines)
+    parsed = parse_claude_code(path, partition="claude")
+    assert parsed.end is not None and parsed.end.offset == path.stat().st_size
+    assert not [m for m in parsed.batches[0].messages if m.metadata.get("queued")]
+    waiting = parse_claude_code(write_lines(tmp_path / "short.jsonl", lines[:10]), partition="claude")
+    assert waiting.end is not None and waiting.end.line == 3  # the enqueue's line: the next read starts there
