@@ -27,10 +27,11 @@ steps, in order (`session_reading` feeds each successful call):
 
 Files outside the project (a temporary folder, an agent's own folder such as
 ``~/.claude/plans``, a dot file of the home folder such as ``~/.zshrc``) are no work to
-commit. Uncommitted files are told only when git is in play in the session: it staged,
+commit. Uncommitted files are told when git is in play in the session (it staged,
 committed or pushed, the user spoke of committing or pushing, or a reply said something is
-untracked or uncommitted, or offered to commit. A session that never touches git leaves
-that to the user, and says nothing.
+untracked or uncommitted, or offered to commit), or when the agent recorded the session's
+git branch, the project being a repository: then only the files in the project's folder.
+A session in a folder that is no repository, and never touches git, says nothing of it.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ class GitProgress:
     #: Whether git said the branch is ahead of its upstream: pushing is then in play.
     ahead: bool = False
     stashed: dict[str, bool] = field(default_factory=dict)
+    #: The project's folder when the agent recorded a git branch for the session: the project is a repository, so
+    #: what the session changed in it and left uncommitted is told though the session never ran git.
+    repository: str | None = None
 
     def wrote(self, path: str, action: str) -> None:
         """A file a successful call changed (``created``, ``edited``, ``deleted``, ...).
@@ -200,16 +204,32 @@ class GitProgress:
     def open_items(self, asked_of_git: bool, push_spoken: bool) -> list[str]:
         """What is left out of git's history at the end, as open items (see the module docstring for when)."""
         items: list[str] = []
-        names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in self.pending))
-        if names and (self.in_play or asked_of_git):
-            shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
-            when = "after the last commit" if self.committed else "not committed in the session"
-            items.append(clip(f"{UNCOMMITTED} ({when}): {shown}", 160))
+        if self.in_play or asked_of_git:
+            items += self._uncommitted(list(self.pending))
         if self.unpushed and (self.pushed or push_spoken or self.ahead):
             commits = list(dict.fromkeys(self.unpushed))
             shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
             items.append(f"{UNPUSHED}: {shown}")
         return items
+
+    def left_in_project(self, asked_of_git: bool) -> list[str]:
+        """What a session that never touched git changed in its repository's folder: open, after all else.
+
+        Told last, since many a user commits by hand; a new session still learns where the
+        work it finds came from.
+        """
+        if self.in_play or asked_of_git or self.repository is None:
+            return []
+        folder = self.repository
+        return self._uncommitted([path for path in self.pending if _inside(path, folder)])
+
+    def _uncommitted(self, pending: list[str]) -> list[str]:
+        names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in pending))
+        if not names:
+            return []
+        shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
+        when = "after the last commit" if self.committed else "not committed in the session"
+        return [clip(f"{UNCOMMITTED} ({when}): {shown}", 160)]
 
 
 #: ``git status``'s long format: the section a file is listed in, and its line (``\tmodified:   src/a.ts``).
@@ -261,6 +281,14 @@ def _without_values(args: list[str]) -> list[str]:
         else:
             skip = True  # -am MESSAGE
     return kept
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether a file a tool wrote lies in the project's folder (a relative path does)."""
+    folder = folder.replace("\\", "/").rstrip("/")
+    if not re.match(r"^(?:/|~|[A-Za-z]:/)", path):
+        return True
+    return path.lower().startswith(folder.lower() + "/")
 
 
 def _under(path: str, given: str) -> bool:

@@ -595,6 +595,10 @@ def read_session(messages: Sequence[Message]) -> SessionReading:
     reader = _Reader()
     for position, message in enumerate(messages):
         following = messages[position + 1] if position + 1 < len(messages) else None
+        in_git = message.metadata.get("git_branch") or message.metadata.get("git_commit")
+        folder = message.metadata.get("cwd")
+        if in_git and isinstance(folder, str) and folder:
+            reader.git.repository = folder
         interrupted = marks.interruption(message)
         if interrupted is not None and message.role is not Role.tool:
             reader.interruption(interrupted)
@@ -905,6 +909,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found += [f"review finding: {item}" for item in reply_text.findings(turn.replies[-1].content, FINDING_CHARS)]
     if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
         found.append(f"not confirmed fixed: {final.text}")
+    found += reader.git.left_in_project(git_spoken)
     return list(dict.fromkeys(found))
 
 
@@ -1021,11 +1026,29 @@ def _issues_created(reader: _Reader) -> list[str]:
         if _CREATES_ISSUE.search(name) and isinstance(title, str) and title.strip():
             key = state.issue
             titles.append(clip(f"{key}: {title}" if key else title, 120))
-        elif state.command and re.search(r"\bgh issue create\b", state.command):
-            found = re.search(r"--title[= ](?:\"([^\"]+)\"|'([^']+)')", state.command)
-            if found is not None:
-                titles.append(clip(found.group(1) or found.group(2), 120))
+        elif state.command and "issue create" in state.command:
+            titles += _issues_opened(state.command, state.issue)
     return list(dict.fromkeys(titles))
+
+
+def _issues_opened(command: str, key: str | None) -> list[str]:
+    """The issues ``gh issue create`` opened, by title, or by number when the title is a shell word.
+
+    A script that only holds the command (``cat > create.sh <<'EOF' ... gh issue create``)
+    opens none; a title given as ``"$title"`` or ``"$(grep ...)"`` names nothing, so the
+    issue is named by the key its result gave (``#328``, from the URL gh printed).
+    """
+    opened: list[str] = []
+    for words in shell_commands.parse(command).commands:
+        if words[:3] != ["gh", "issue", "create"] and words[:2] != ["issue", "create"]:  # ``url=$(gh issue create``
+            continue
+        at = next((index for index, word in enumerate(words) if word in ("--title", "-t")), None)
+        title = words[at + 1] if at is not None and at + 1 < len(words) else None
+        if title and "$" not in title:
+            opened.append(clip(title, 120))
+        elif key is not None:
+            opened.append(key)
+    return opened
 
 
 #: What a runner says when the tool it was asked for never started (exit 127, npx without the package).

@@ -19,6 +19,11 @@ from palimpsest.server.agents.codex.transcript import parse_codex
 from tests.support.agent_sessions import stored
 from tests.support.session_shapes import CWD, Claude, Codex, messages_of
 
+#: The ``gitBranch`` Claude Code writes in a folder that is no git repository (as a 1.0.81 transcript in others'
+#: published tests shows): sessions there that never touch git leave no uncommitted files open, so the rules these
+#: tests are about stand alone.
+NO_REPOSITORY = ""
+
 
 def read(session: Claude) -> SessionReading:
     return read_session(messages_of(session))
@@ -112,7 +117,7 @@ def test_an_interruption_at_the_end_leaves_the_request_open(tmp_path: Path) -> N
 
 
 def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "eeee-rejected")
+    s = Claude(tmp_path, "eeee-rejected", branch=NO_REPOSITORY)
     s.ask("Add the test secret to the README")
     s.reject("Edit", {"file_path": f"{CWD}/README.md", "old_string": "# Ledger", "new_string": "# Ledger\nAC1234"})
     reading = read(s)
@@ -208,7 +213,7 @@ def test_a_call_still_running_at_the_end_is_stopped_mid_work(tmp_path: Path) -> 
 
 def generator_session(tmp_path: Path, name: str) -> tuple[Claude, str]:
     """A session that writes a generator and runs it in the background, as Claude Code does; the call's id."""
-    s = Claude(tmp_path, name)
+    s = Claude(tmp_path, name, branch=NO_REPOSITORY)
     s.ask("Build stage 3: draft the three artifacts for every qualified moment")
     s.tool("Write", {"file_path": f"{CWD}/src/generate.py", "content": "import asyncio\n"}, "File created successfully")
     call = s.background("python src/generate.py 2>&1", "b2vbcpt7n")
@@ -350,7 +355,7 @@ def test_what_was_done_names_state_changes_never_reads(tmp_path: Path) -> None:
 
 
 def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no_more_work(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "jjjj-labelled")
+    s = Claude(tmp_path, "jjjj-labelled", branch=NO_REPOSITORY)
     s.ask("Fix the token expiry check")
     s.tool("Edit", {"file_path": f"{CWD}/auth/jwt.py", "old_string": "a", "new_string": "b"}, "updated")
     s.say("Done. `auth/jwt.py` now compares aware datetimes. Next step: patch the 0007 migration and rerun the tests.")
@@ -362,7 +367,7 @@ def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no
 
 
 def test_an_offer_without_an_object_names_what_was_just_written_and_new_issues_stay_open(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "kkkk-offer")
+    s = Claude(tmp_path, "kkkk-offer", branch=NO_REPOSITORY)
     s.command("workflows:plan", "plan PostHog telemetry for the cobra commands")
     plan = "# Plan: PostHog telemetry - Phase 1 (MVP)\n\n## Overview\nTrack command runs."
     s.tool("Write", {"file_path": f"{CWD}/plans/telemetry.md", "content": plan}, "File created successfully")
@@ -379,7 +384,7 @@ def test_an_offer_without_an_object_names_what_was_just_written_and_new_issues_s
 
 
 def test_a_scratch_command_that_failed_before_work_went_on_is_not_open_but_a_failing_check_is(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "llll-scratch")
+    s = Claude(tmp_path, "llll-scratch", branch=NO_REPOSITORY)
     s.ask("Cap how long the telemetry client blocks at exit")
     s.bash(
         "POSTHOG=$(go env GOMODCACHE)/github.com/posthog/posthog-go@* && grep -A 30 'type Config' $POSTHOG/config.go",
@@ -401,7 +406,7 @@ def test_a_scratch_command_that_failed_before_work_went_on_is_not_open_but_a_fai
 
 
 def test_a_question_waiting_on_the_user_and_work_deferred_in_the_last_reply_stay_open(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "mmmm-question")
+    s = Claude(tmp_path, "mmmm-question", branch=NO_REPOSITORY)
     s.ask("Review the worktree status change and act on what matters")
     s.tool("Edit", {"file_path": f"{CWD}/CLAUDE.md", "old_string": "a", "new_string": "b"}, "updated")
     s.bash("mise run test:ci", "ok  \tgithub.com/entireio/cli/cmd/entire/cli\t6.382s")
@@ -423,7 +428,7 @@ def test_a_question_waiting_on_the_user_and_work_deferred_in_the_last_reply_stay
 
 
 def test_deferred_naming_what_a_done_item_holds_is_no_deferral(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "mmmm-deferred-items")
+    s = Claude(tmp_path, "mmmm-deferred-items", branch=NO_REPOSITORY)
     s.ask("yes: make these updates to the PRD")
     s.tool("Edit", {"file_path": f"{CWD}/docs/prd.md", "old_string": "a", "new_string": "b"}, "updated")
     s.say(
@@ -490,7 +495,7 @@ def test_work_a_prose_reply_says_is_left_stays_open_and_a_draft_pr_waits_on_revi
 
 
 def test_open_questions_a_written_plan_leaves_stay_open(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "eeee-open-questions")
+    s = Claude(tmp_path, "eeee-open-questions", branch=NO_REPOSITORY)
     s.ask("Write a plan in the backlog for packaging this as a desktop app")
     s.tool("Write", {"file_path": f"{CWD}/docs/backlog/desktop.md", "content": "# Desktop"}, "File created")
     s.say(
@@ -809,7 +814,7 @@ def test_an_offer_that_names_its_work_is_kept_as_it_is(tmp_path: Path) -> None:
 def test_an_offer_the_user_passed_over_with_a_question_stays_open(tmp_path: Path) -> None:
     # Shape of senlongyugood/Mini-SimCLR-'s Claude Code session: the reply after the work closes on an offer in
     # Chinese ("need me to go on and implement these?"), the user asks which book chapter to read, the answer ends it.
-    s = Claude(tmp_path, "op01-passed")
+    s = Claude(tmp_path, "op01-passed", branch=NO_REPOSITORY)
     s.ask("实现 ResNet/CNN encoder教我一下")
     s.tool("Write", {"file_path": f"{CWD}/code/model.py", "content": "class SmallCNN: ..."}, "ok")
     s.say(
@@ -842,8 +847,34 @@ def test_an_offer_turned_down_or_made_anew_is_not_passed_over(tmp_path: Path) ->
     assert read(t).open_items == ["offered, no answer yet: keep it across restarts instead"]
 
 
+def test_an_issue_titled_by_a_shell_word_is_named_by_its_number_and_a_script_opens_none(tmp_path: Path) -> None:
+    # Shape of Nomos-N4s/nomos's Claude Code session: a script written with a heredoc that holds
+    # `gh issue create --title "$title"`, an issue titled from a manifest by `$(grep ...)` (gh prints its URL).
+    s = Claude(tmp_path, "is01-issues")
+    s.ask("File the audit findings as issues")
+    s.bash(
+        "cat > /tmp/create_issues.sh <<'EOF'\nwhile read -r id title; do\n"
+        '  gh issue create --title "$title" --body-file "bodies/$id.md"\ndone < manifest.tsv\nEOF',
+        "",
+    )
+    s.bash(
+        "url=$(gh issue create --title \"$(grep -P '^E5' manifest.tsv | cut -f2)\" --label bug "
+        '--body-file bodies/E5.md 2>&1 | tail -1) && echo "$url"',
+        "[Bug]: Mutability tiers named three ways\nhttps://github.com/acme/nomos/issues/328",
+    )
+    s.bash(
+        'gh issue create --title "[EPIC] Audit remediation" --body-file epic.md',
+        "https://github.com/acme/nomos/issues/287",
+    )
+    s.say("Filed the epic as #287 and E5 as #328.")
+    assert [item for item in read(s).open_items if item.startswith("tracked")] == [
+        "tracked as a new issue: #328",
+        "tracked as a new issue: [EPIC] Audit remediation",
+    ]
+
+
 def test_what_the_user_can_do_later_or_before_committing_stays_open(tmp_path: Path) -> None:
-    s = Claude(tmp_path, "qqqq-later")
+    s = Claude(tmp_path, "qqqq-later", branch=NO_REPOSITORY)
     s.ask("Create a CHANGELOG for 0.4.3")
     s.tool("Write", {"file_path": f"{CWD}/CHANGELOG.md", "content": "# Changelog"}, "File created")
     s.say(
@@ -979,18 +1010,50 @@ def test_work_left_out_of_git_is_open_files_never_committed_and_commits_never_pu
     assert read(s).open_items == ["uncommitted changes (after the last commit): README.md"]
 
 
-def test_a_session_that_never_speaks_of_git_leaves_committing_to_the_user(tmp_path: Path) -> None:
+def test_what_a_session_that_never_speaks_of_git_changed_in_a_repository_is_told_last(tmp_path: Path) -> None:
+    # Claude Code records the session's branch in a repository (Safecast/safecast-map-MCP's session edits three
+    # tools and never runs git); a file outside the project's folder is no part of it.
     s = Claude(tmp_path, "g2g2-no-git")
     s.ask("Correct the CPS label to CPM in the three sensor tools")
     s.tool("Edit", {"file_path": f"{CWD}/tool_sensor_current.go", "old_string": "CPS", "new_string": "CPM"}, "ok")
-    s.say("The three tools now report CPM.")
-    assert read(s).open_items == []
-    s.ask("Next time you change the code, let me commit.")
-    s.tool("Edit", {"file_path": f"{CWD}/tool_sensor_history.go", "old_string": "CPS", "new_string": "CPM"}, "ok")
-    s.say("Done; the history tool reports CPM too.")
+    s.tool("Edit", {"file_path": "/etc/hosts", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("The three tools now report CPM. Next step: run the sensor tests.")
     assert read(s).open_items == [
+        "run the sensor tests.",
+        "uncommitted changes (not committed in the session): tool_sensor_current.go",
+    ]
+    # The same session in a folder that is no repository says nothing of committing.
+    t = Claude(tmp_path, "g3g3-no-repository", branch=NO_REPOSITORY)
+    t.ask("Correct the CPS label to CPM in the three sensor tools")
+    t.tool("Edit", {"file_path": f"{CWD}/tool_sensor_current.go", "old_string": "CPS", "new_string": "CPM"}, "ok")
+    t.say("The three tools now report CPM.")
+    assert read(t).open_items == []
+    # Once the user speaks of committing, git is in play: told as any session's uncommitted files.
+    t.ask("Next time you change the code, let me commit.")
+    t.tool("Edit", {"file_path": f"{CWD}/tool_sensor_history.go", "old_string": "CPS", "new_string": "CPM"}, "ok")
+    t.say("Done; the history tool reports CPM too.")
+    assert read(t).open_items == [
         "uncommitted changes (not committed in the session): tool_sensor_current.go, tool_sensor_history.go"
     ]
+
+
+def test_a_codex_session_in_a_repository_checked_out_with_no_branch_leaves_its_changes_open(tmp_path: Path) -> None:
+    # Real-s/mini-simclr-assignment's Codex rollouts: session_meta's git holds commit_hash and repository_url and no
+    # branch (a detached checkout); a folder that is no repository has no git at all.
+    for git, expected in (
+        (
+            {"commit_hash": "d4653d26", "repository_url": "https://github.com/acme/simclr.git"},
+            ["uncommitted changes (not committed in the session): visualize_results.py"],
+        ),
+        (None, []),
+    ):
+        rollout = Codex(git=git)
+        rollout.message("user", "Write the day 6 visualisation script")
+        rollout.shell("c1", f"cat > {CWD}/code/visualize_results.py <<'EOF'\nimport json\nEOF", "", 0)
+        rollout.message("assistant", "Wrote code/visualize_results.py.")
+        folder = tmp_path / ("repository" if git else "folder")
+        folder.mkdir()
+        assert read_codex(rollout, folder).open_items == expected
 
 
 def test_a_command_the_user_ran_is_the_request_when_the_agent_acts_on_it(tmp_path: Path) -> None:
@@ -1125,7 +1188,7 @@ def test_a_reply_of_tables_numbered_by_row_ids_is_named_by_what_the_rows_say(tmp
 def test_a_plan_approved_and_not_carried_out_and_requests_lost_to_errors_stay_open(tmp_path: Path) -> None:
     # Claude Code plan mode: ``ExitPlanMode`` approved, then the session ends before any edit. API errors answered
     # two requests in a row (bhanu7410/personal_finance's Gemini CLI session ends so, on a 403).
-    s = Claude(tmp_path, "p2p2-plan")
+    s = Claude(tmp_path, "p2p2-plan", branch=NO_REPOSITORY)
     s.ask("Plan the export feature")
     s.tool(
         "ExitPlanMode", {"plan": "# Plan: CSV export\n\n## Steps\n1. Add export_csv"}, "User has approved your plan."
@@ -1209,7 +1272,7 @@ def test_gitbutlers_commit_push_and_pull_request_are_read_as_gits(tmp_path: Path
 def test_a_conditional_told_to_the_user_and_an_offer_after_a_dash_stay_open(tmp_path: Path) -> None:
     # TheAbyssSage/sage-stockmans-portfolio: the cache is cleared by hand when the repositories change.
     # Esdeveniments/esdeveniments-frontend: "... — say the word when you want me to check their response."
-    s = Claude(tmp_path, "c2c2-conditional")
+    s = Claude(tmp_path, "c2c2-conditional", branch=NO_REPOSITORY)
     s.ask("Cache the home stats")
     s.tool("Edit", {"file_path": f"{CWD}/src/app/home.ts", "old_string": "a", "new_string": "b"}, "ok")
     s.say(
@@ -1320,7 +1383,7 @@ def test_the_checks_of_a_plan_carried_out_that_never_ran_stay_open(tmp_path: Pat
     # Claude Code hands an approved plan to a fresh context as "Implement the following plan:" (kakarot's
     # tan-mapper-app session shape); its "Verification" list names a command and checks by hand. The command that
     # passed is done; what asks for hands and eyes is left to the user.
-    s = Claude(tmp_path, "pv01-verify")
+    s = Claude(tmp_path, "pv01-verify", branch=NO_REPOSITORY)
     s.ask(
         "Implement the following plan:\n\n# Plan: Array fix\n\n## Changes\n\n- Keep `rawValue` in `jsonToTree`\n\n"
         "## Verification\n\n1. `bun test` — all new tests pass\n2. Upload `sampleInput3.json` → the modal shows "
@@ -1334,7 +1397,7 @@ def test_the_checks_of_a_plan_carried_out_that_never_ran_stay_open(tmp_path: Pat
         "Click the unlink button on a mapped node"
     ]
     # The same plan approved in the session: nothing carried out yet, so it is the plan that is open, not its checks.
-    s = Claude(tmp_path, "pv02-approved")
+    s = Claude(tmp_path, "pv02-approved", branch=NO_REPOSITORY)
     s.ask("Plan the array fix")
     plan = "# Array fix\n\n## Verification\n\n1. Upload a file"
     s.tool("ExitPlanMode", {"plan": plan}, "User has approved your plan.")

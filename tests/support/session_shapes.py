@@ -223,11 +223,14 @@ def cli(url: str, *args: str, **env: str) -> str:
 class Codex:
     """A Codex rollout written line by line."""
 
-    def __init__(self, session: str = "019e2a41-5c3b-7d20-a1f4-3e9b8c7d6a5f") -> None:
+    def __init__(
+        self, session: str = "019e2a41-5c3b-7d20-a1f4-3e9b8c7d6a5f", *, git: dict[str, str] | None = None
+    ) -> None:
+        """``git``: what Codex records of a folder that is a repository (``commit_hash``, ``branch``, ...)."""
         self.session = session
         self.lines: list[dict[str, Any]] = []
         meta = {"id": session, "timestamp": "2025-11-22T21:45:35.000Z", "cwd": CWD, "originator": "codex_cli_rs"}
-        self.add("session_meta", meta)
+        self.add("session_meta", {**meta, "git": git} if git is not None else meta)
 
     def add(self, kind: str, payload: dict[str, Any]) -> None:
         second = len(self.lines)

@@ -12,7 +12,9 @@ prompt only there): it is the user's message, taken once (see ``_Prompts``); and
 which older builds write instead of a ``<turn_aborted>`` message: it is kept as that
 message, marked injected. The mapping, decided once here:
 
-- thread = the session id; project = the last component of its ``cwd``;
+- thread = the session id; project = the last component of its ``cwd``; every message
+  keeps the session's ``cwd``, ``git_branch`` and ``git_commit`` (the ``git`` Codex
+  records for a folder that is a repository) in its metadata;
 - source id = ``line-N``, N the line number: Codex only ever appends to a rollout, so
   ingesting again adds nothing and a grown rollout adds its new lines;
 - ``message`` → a message of its role (``developer`` becomes ``system``, keeping
@@ -100,6 +102,9 @@ class _Session:
     id: str | None = None
     cwd: str | None = None
     git_branch: str | None = None
+    #: The commit the session started from: Codex records git's state only for a folder that is a repository, and a
+    #: detached checkout has no branch.
+    git_commit: str | None = None
     model: str | None = None
     #: The session's start, the time of every item of a rollout without the wrapper.
     started: datetime | None = None
@@ -243,6 +248,8 @@ def _start_session(session: _Session, payload: dict[str, Any], timestamp: dateti
     session.cwd = cwd if isinstance(cwd, str) else None
     branch = git.get("branch") if isinstance(git, dict) else None
     session.git_branch = branch if isinstance(branch, str) and branch else None
+    commit = git.get("commit_hash") if isinstance(git, dict) else None
+    session.git_commit = commit if isinstance(commit, str) and commit else None
     started = payload.get("timestamp")
     try:
         session.started = _TIMESTAMP.validate_python(started) if started is not None else timestamp
@@ -252,7 +259,12 @@ def _start_session(session: _Session, payload: dict[str, Any], timestamp: dateti
 
 def _metadata(session: _Session, payload: dict[str, Any], piece: Piece) -> dict[str, Any]:
     metadata: dict[str, Any] = {"source": SOURCE, "kind": piece.kind, "codex_type": payload.get("type")}
-    optional = {"model": session.model, "git_branch": session.git_branch, "cwd": session.cwd}
+    optional = {
+        "model": session.model,
+        "git_branch": session.git_branch,
+        "git_commit": session.git_commit,
+        "cwd": session.cwd,
+    }
     metadata.update({key: value for key, value in optional.items() if value})
     metadata.update(piece.extra or {})
     return metadata

@@ -103,7 +103,7 @@ def rollout() -> list[dict[str, Any]]:
     ]
 
 
-BASE = {"source": "codex", "git_branch": "main", "cwd": CWD}
+BASE = {"source": "codex", "git_branch": "main", "git_commit": "a1b2c3", "cwd": CWD}
 TURN = {**BASE, "model": "gpt-5-codex"}
 #: (source id, role, content, tool_call_id, metadata) of every message, in file order.
 EXPECTED: list[tuple[str, str, str, str | None, dict[str, Any]]] = [

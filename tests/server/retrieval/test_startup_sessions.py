@@ -26,13 +26,14 @@ READ_ONLY = re.compile(
 
 
 def day_session(folder: Path, day: int) -> Claude:
-    """One day of work on the ledger: two requests, a change, a check, a finding."""
+    """One day of work on the ledger: two requests, a change committed, a check, a finding."""
     s = Claude(folder, f"day{day:02d}-0000-4000-8000-000000000000", day=f"2025-07-{day:02d}")
     s.ask(f"Speed up the importer, part {day}: profile the schema lookups")
     s.bash("ls -la ledger/", "importer.py schema.py")
     s.bash("git status", "On branch main")
     s.tool("Edit", {"file_path": f"{CWD}/ledger/schema.py", "old_string": "a", "new_string": "b"}, "updated")
     s.bash("pytest -q tests/test_importer.py", "12 passed in 0.4s")
+    s.bash(f"git commit -qam 'Cache schema lookups, part {day}'", "")
     s.say(
         f"I see the issue - `lookup_column` re-reads the schema for each of the {day}000 rows. "
         "Cached the lookups in `SchemaCache`; the importer tests pass."
