@@ -45,10 +45,10 @@ _SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
 _RULE = re.compile(r"^\s*(?:\*\s*){3,}$|^\s*(?:-\s*){3,}$|^\s*(?:_\s*){3,}$")
 _EMPHASIS = re.compile(r"\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)\s]+\)")
-#: A sentence's end: ``. ! ?`` and a space before a capital, quote or code span; or a full-width
-#: ``。！？``, which Chinese and Japanese replies write with no space after.
 #: How a question ends, in Latin and in CJK script ("需要我接着帮你实现这些吗？").
 QUESTION_MARKS = ("?", "？")
+#: A sentence's end: ``. ! ?`` and a space before a capital, quote or code span; or a full-width
+#: ``。！？``, which Chinese and Japanese replies write with no space after.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|(?<=[。！？])\s*(?=\S)")
 #: A line that is a heading in all but markup: bold alone, or an emoji then a few words.
 _BOLD_LINE = re.compile(r"^\s*\*\*[^*]{1,80}\*\*:?\s*$")
@@ -86,7 +86,7 @@ _OFFER = re.compile(
     r"(?:would you like|do you want|want) to (?:start|proceed|continue|go ahead|commit|create|implement|run|merge|"
     r"push|apply|open|execute)|can i go ahead|proceed with)\b"
     # Chinese: "需要我接着帮你实现这些吗？" (shall I go on and implement these?), "要不要我...", "是否需要我...".
-    r"|(?:需要|要不要|是否需要|要)我",
+    r"|(?:需要|要不要|是否需要)我|^要我",
     re.IGNORECASE,
 )
 _NEXT_LABEL = re.compile(
