@@ -3,7 +3,8 @@
 A prompt typed while the agent works goes to a queue, and the transcript records the
 queue's steps as ``queue-operation`` lines: ``enqueue`` (with the prompt as ``content``),
 then ``dequeue`` (the turn ended; the prompt follows as a user line of its own) or
-``remove`` (the running turn absorbed it). What Claude Code writes after a ``remove``
+``remove`` (the running turn absorbed it), each taking the oldest prompt, or the one whose
+text it repeats as ``content`` (later versions do). What Claude Code writes after a ``remove``
 changed over its versions:
 
 - 2.1.17 and 2.1.76 (sessions of others seen here) write nothing more: the model answers
@@ -90,7 +91,9 @@ class QueuedPrompts:
         elif kind == "popAll":  # taken back into the input box, to be sent again as a prompt of its own
             self.waiting = []
         elif kind in ("dequeue", "remove") and self.waiting:
-            first = self.waiting.pop(0)
+            text = value.get("content")
+            named = next((index for index, typed in enumerate(self.waiting) if typed.text == text), 0)
+            first = self.waiting.pop(named)  # the prompt it names (later versions), else the oldest
             if kind == "remove" and first.person:
                 self.absorbed.append(first)
 

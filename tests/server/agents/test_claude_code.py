@@ -441,6 +441,22 @@ def test_a_remove_before_the_attachment_that_holds_the_prompt_reads_it_once(tmp_
 
 def test_a_prompt_taken_back_or_never_settled_is_not_the_users_and_holds_no_read_back(tmp_path: Path) -> None:
     opening = mid_turn_session()[:2]
+    # A remove that repeats its prompt's text takes that one, not the oldest (later versions write the content).
+    named = [
+        *opening,
+        queue_line("enqueue", 2, content="and the docs"),
+        queue_line("enqueue", 3, content="and CI"),
+        queue_line("remove", 4, content="and CI"),
+        entry("assistant", "a-2", "Adding CI too.", 5, parent="a-1"),
+        queue_line("dequeue", 6, content="and the docs"),
+        entry("user", "u-2", "and the docs", 7, parent="a-2"),
+    ]
+    parsed = parse_claude_code(write_lines(tmp_path / "named.jsonl", named), partition="claude")
+    assert [m.content for m in parsed.batches[0].messages if m.role is Role.user] == [
+        "Reply to the review comments on #90",
+        "and CI",
+        "and the docs",
+    ]
     # Taken back into the input box (popAll), then sent as a turn of its own.
     taken_back = [*opening, queue_line("enqueue", 2, content="and the docs"), queue_line("popAll", 3),
                   entry("user", "u-2", "and the docs", 4, parent="a-1")]  # fmt: skip
