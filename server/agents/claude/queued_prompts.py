@@ -38,8 +38,6 @@ QUEUE_OPERATION = "queue-operation"
 #: Lines within which a queued prompt leaves the queue (a long command's progress lines come between: one a
 #: second); a read that ends sooner waits for it, one that goes on longer gives it up.
 SETTLED_WITHIN = 2000
-#: The attachment that holds an absorbed prompt in the versions that write one.
-QUEUED_PROMPT = "queued_command"
 
 
 @dataclass
@@ -97,20 +95,18 @@ class QueuedPrompts:
             if kind == "remove" and first.person:
                 self.absorbed.append(first)
 
-    def before(self, value: dict[str, Any], cwd: str | None) -> list[dict[str, Any]]:
-        """The absorbed prompts to read as user lines before ``value``, the line after their ``remove``.
+    def before(self, held: object, cwd: str | None) -> list[dict[str, Any]]:
+        """The absorbed prompts to read as user lines before the line after their ``remove``.
 
-        None when ``value`` is the attachment that holds them (later versions). A prompt
-        still waiting after `SETTLED_WITHIN` lines is given up: a queue step this reader
-        does not know took it, and no later read should start that far back.
+        ``held`` is the prompt that line holds as the user's (the attachment of later
+        versions), which is not read twice. A prompt still waiting after `SETTLED_WITHIN`
+        lines is given up: a queue step this reader does not know took it, and no later read
+        should start that far back.
         """
         self.lines += 1
         self.waiting = [typed for typed in self.waiting if self.lines - typed.line <= SETTLED_WITHIN]
         if not self.absorbed:
             return []
-        attachment = value.get("attachment") if value.get("type") == "attachment" else None
-        holds = isinstance(attachment, dict) and attachment.get("type") == QUEUED_PROMPT
-        held = attachment.get("prompt") if holds and isinstance(attachment, dict) else None
         found = [typed.as_user_line(cwd) for typed in self.absorbed if typed.text != held]
         self.absorbed = []
         return found

@@ -46,7 +46,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from palimpsest.graph_schema.models import Name, NewMessage, Role, UtcDatetime
-from palimpsest.server.agents.claude.queued_prompts import QUEUE_OPERATION, QUEUED_PROMPT, QueuedPrompts
+from palimpsest.server.agents.claude.queued_prompts import QUEUE_OPERATION, QueuedPrompts
 from palimpsest.server.feeds.transcripts import (
     FilePosition,
     ParsedTranscript,
@@ -75,6 +75,8 @@ SYNTHETIC_MODEL = "<synthetic>"
 CONVERSATION_TYPES = frozenset({"user", "assistant"})
 #: Bookkeeping lines Claude Code writes without a ``sessionId``.
 BOOKKEEPING_TYPES = frozenset({"summary", "file-history-snapshot"})
+#: The ``attachment`` that carries a prompt the user typed while the agent worked, absorbed into the turn running.
+QUEUED_PROMPT = "queued_command"
 #: Blocks answering a tool call (the server-side tools name theirs ``*_tool_result``).
 _RESULT_SUFFIX = "tool_result"
 
@@ -358,10 +360,10 @@ def parse_claude_code(
             queue.operation(value, at)
             skipped += 1
             continue
-        for typed in queue.before(value, cwd):
+        queued = _queued_prompt(value)
+        for typed in queue.before(queued["message"]["content"] if queued else None, cwd):
             add(number, typed, True)
         cwd = value["cwd"] if isinstance(value.get("cwd"), str) else cwd
-        queued = _queued_prompt(value)
         if queued is None and kind not in CONVERSATION_TYPES:
             skipped += 1
             continue
