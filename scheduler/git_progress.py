@@ -207,9 +207,7 @@ class GitProgress:
         if self.in_play or asked_of_git:
             items += self._uncommitted(list(self.pending))
         if self.unpushed and (self.pushed or push_spoken or self.ahead):
-            commits = list(dict.fromkeys(self.unpushed))
-            shown = ", ".join(commits[:SHOWN]) + (f" +{len(commits) - SHOWN}" if len(commits) > SHOWN else "")
-            items.append(f"{UNPUSHED}: {shown}")
+            items.append(f"{UNPUSHED}: {_listing(list(dict.fromkeys(self.unpushed)))}")
         return items
 
     def left_in_project(self, asked_of_git: bool) -> list[str]:
@@ -227,9 +225,13 @@ class GitProgress:
         names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in pending))
         if not names:
             return []
-        shown = ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
         when = "after the last commit" if self.committed else "not committed in the session"
-        return [clip(f"{UNCOMMITTED} ({when}): {shown}", 160)]
+        return [clip(f"{UNCOMMITTED} ({when}): {_listing(names)}", 160)]
+
+
+def _listing(names: list[str]) -> str:
+    """The first `SHOWN` names, and how many more there are."""
+    return ", ".join(names[:SHOWN]) + (f" +{len(names) - SHOWN}" if len(names) > SHOWN else "")
 
 
 #: ``git status``'s long format: the section a file is listed in, and its line (``\tmodified:   src/a.ts``).

@@ -529,10 +529,11 @@ def offer_in_full(text: str, offer: str, asked: str | None, limit: int) -> str:
         for sentence in sentences(unit.text)
         if not sentence.endswith(QUESTION_MARKS)
     ]
-    found = next((match for match in map(_PROPOSAL.search, reversed(said)) if match), None)
-    proposal = found.string[found.start() :] if found else None  # from "we could ...", not "Now that we have ..."
     if pointing_cjk:  # what "这些" (these) are is the sentence before the question
         proposal = said[-1] if said else None
+    else:
+        found = next((match for match in map(_PROPOSAL.search, reversed(said)) if match), None)
+        proposal = found.string[found.start() :] if found else None  # from "we could ...", not "Now that we have ..."
     full = f"{offer} (asked: {cut(asked, ASKED_CHARS)})" if asked else offer
     room = limit - len(full) - 2
     return f"{full}: {cut(proposal, room)}" if proposal and room > ASKED_CHARS // 2 else full
