@@ -14,6 +14,12 @@ differently by each agent (see `session_reading` for what is done with them):
   user said: REASON" when the user gave one); Codex's "exec command rejected by user" /
   "patch rejected by user"; a Gemini CLI call of status ``cancelled``; a Cursor failure of
   type ``permission_denied``.
+- **a tool call not permitted**: Claude Code, run where no one can answer its permission
+  prompt (headless, the Agent SDK, a UI wrapping it), answers the call itself with "Claude
+  requested permissions to write to PATH, but you haven't granted it yet." or, for a shell
+  command, "This command requires approval" ("This Bash command contains multiple
+  operations. The following part requires approval: ..."). Nothing ran and no one said no:
+  the call waits on the user's permission.
 - **the user's words in a tool result**: the reason given with a rejection, and the
   answers to Claude Code's ``AskUserQuestion`` ("User has answered your questions:
   \"Q\"=\"A\"") and to Codex's ``request_user_input`` (``{"answers": {"ID": {"answers": [...]}}}``).
@@ -49,6 +55,12 @@ _REJECTED = re.compile(
     r"^(?:The user doesn't want to (?:proceed with this tool use|take this action)|"
     r"(?:exec command|patch) rejected by user|User rejected|Tool use (?:was )?rejected)",
     re.IGNORECASE,
+)
+_NOT_GRANTED = re.compile(
+    r"^(?:Claude requested permissions to .{1,400}?, but you haven't granted it yet"
+    r"|This (?:Bash )?command (?:requires approval"
+    r"|contains multiple operations\. The following parts? requires? approval))",
+    re.IGNORECASE | re.DOTALL,
 )
 _REASON = re.compile(r"the user said:\s*(.+)\Z", re.IGNORECASE | re.DOTALL)
 _INTERRUPTED = re.compile(r"^\[Request interrupted by user(?P<tool> for tool use)?\]")
@@ -249,6 +261,11 @@ def is_rejection(message: Message) -> bool:
     if metadata.get("status") == "cancelled" or metadata.get("failure_type") == "permission_denied":
         return True
     return _REJECTED.match(message.content.strip()) is not None
+
+
+def not_granted(message: Message) -> bool:
+    """Whether a tool result says the call waits on a permission the user has not given (nothing ran)."""
+    return _NOT_GRANTED.match(message.content.strip()) is not None
 
 
 def rejection_reason(message: Message) -> str | None:

@@ -13,7 +13,9 @@ steps, in order (`session_reading` feeds each successful call):
   and a ``git status`` that says "nothing to commit" settles them all (a hook or the user
   committed them where the session could not see), while one that lists changed files
   (long or short format; tracked files only) makes them pending too, staged or not as it says: work from before
-  the session is as uncommitted as the session's own. What is pending at the end is **uncommitted**.
+  the session is as uncommitted as the session's own. So does a ``git diff`` of the working
+  tree (no revision, or ``HEAD``; ``--cached`` for staged files): one between commits lists
+  nothing pending. What is pending at the end is **uncommitted**.
 - GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
   pending file, since it names the changes it commits by ids of its own. Opening a pull
   request (``gh pr create``, ``but pr new``) pushes its branch, as do the gh-stack extension's
@@ -140,6 +142,9 @@ class GitProgress:
                 self.pending = {}
             elif verb == "status" and "-C" not in words[1:3]:  # another repository's status lists none of ours
                 self._listed(_status_paths(output, short=bool({"-s", "--short", "--porcelain"} & set(args))))
+            elif verb == "diff" and "-C" not in words[1:3] and _of_working_tree(args):
+                staged = bool({"--cached", "--staged"} & set(args))
+                self._listed([(path, staged) for path in _diff_paths(output, args)])
             elif verb == "stash":
                 self._stash(shell_commands.operands(args)[:1])
             elif verb == "restore" or (verb == "checkout" and "--" in args):
@@ -267,6 +272,36 @@ def _status_paths(output: str, *, short: bool) -> list[tuple[str, bool]]:
         elif section and not line.startswith((" ", "\t")):
             section = ""
     return found
+
+
+def _of_working_tree(args: list[str]) -> bool:
+    """Whether ``git diff ARGS`` shows changes not yet committed: no revision, or ``HEAD`` alone, before ``--``.
+
+    ``git diff main``, ``git diff HEAD~1`` or ``git diff a1b2c3 d4e5f6`` compare commits: what
+    they list may be committed already.
+    """
+    before = args[: args.index("--")] if "--" in args else args
+    return shell_commands.operands(before) in ([], ["HEAD"])
+
+
+#: The files a diff shows: its headers (``diff --git a/src/x.ts b/src/x.ts``), ``--stat`` lines (`` src/x.ts | 4 +-``).
+_DIFF_HEADER = re.compile(r"^diff --git a/.+? b/(.+?)\s*$")
+_DIFF_STAT = re.compile(r"^ (\S.*?)\s+\|\s+(?:\d+|Bin)")
+#: A line of ``--name-only``: a relative path with a folder or an extension, no space, no colon, no commit id.
+_NAME_LINE = re.compile(r"^(?![0-9a-f]{7,40}$)[^\s:]*[./][^\s:]*[^\s:./]$")
+
+
+def _diff_paths(output: str, args: list[str]) -> list[str]:
+    """The files ``git diff`` lists as changed, in its full, ``--stat``, ``--name-only`` or ``--name-status`` form."""
+    lines = output.splitlines()
+    if "--name-only" in args:  # lines of other commands on the same line may be mixed in: a commit id, a label
+        return [line.strip() for line in lines if _NAME_LINE.match(line.strip())]
+    if "--name-status" in args:
+        return [line.split("\t")[-1].strip() for line in lines if "\t" in line]
+    header = [found.group(1) for line in lines if (found := _DIFF_HEADER.match(line)) is not None]
+    if header:
+        return list(dict.fromkeys(header))
+    return [found.group(1) for line in lines if (found := _DIFF_STAT.match(line)) is not None and "=>" not in line]
 
 
 def _without_values(args: list[str]) -> list[str]:

@@ -25,7 +25,9 @@ heading or a table. The rules:
   sentences telling the user what they still have to do ("You'll need to ...", "You may
   want to delete that one manually", "Before retrying, shut down X"), and sentences saying
   what is still left ("The branch still needs to be merged", "CI is queued here: URL",
-  "My next pass would be ...": how replies written as prose leave work open).
+  "My next pass would be ...": how replies written as prose leave work open), a problem it names as
+  still there ("but it's still unfixed", "The import refs still exist on the mirror") and work it
+  passed by ("I skipped the onboarding prompts", "No PR created").
 """
 
 from __future__ import annotations
@@ -131,8 +133,9 @@ _STATED_OFFER = re.compile(
     r"\s*I(?:'d| can| could| will|'ll)\b"
     r"|^I (?:can|could) (?:also )?\w+[^.!?]*\bif you(?:'d| would)? (?:like|want|prefer)\b"
     r"|^(?:happy|glad) to\b[^.!?]*\b(?:if you|too|as well|next)\b"
-    # Chinese: "如果你需要，我可以继续实现 loss.py" (if you want, I can go on and ...).
-    r"|^如果(?:你|您)(?:需要|愿意|想|要)[^。！？]{0,30}[，,]\s*我(?:可以|来|再|就)",
+    # Chinese: "如果你需要，我可以继续实现 loss.py" (if you want, I can go on and ...), "如需下一步，我可以：..." (if a
+    # next step is wanted, I can: ...).
+    r"|^(?:如果(?:你|您)(?:需要|愿意|想|要)|如需|如有需要|需要的话)[^。！？]{0,30}[，,]\s*我(?:可以|来|再|就)",
     re.IGNORECASE,
 )
 #: A closing question that only checks in with the user.
@@ -168,6 +171,12 @@ _REMAINING = re.compile(
     r"\b(?:is|are) (?:still |now )?(?:queued|in progress|pending|running)\b"
     r"|^(?:my|the|our) next (?:step|pass|move|iteration|change)s? (?:would|will|should|could) be\b"
     r"|\b(?:leaves?|left|has|have) (?:\w+ ){0,2}open questions?\b"
+    # A problem the reply names as still there ("but it's still unfixed", "The 18 import refs still exist on the
+    # mirror", "may still have uncommitted edits"), work it passed by ("I skipped those since you weren't around",
+    # "No PR created, since you asked for commit and push only").
+    r"|\bstill (?:(?:has|have|holds?) )?(?:unfixed|broken|failing|exists?|missing|present|untracked|uncommitted|"
+    r"unpushed|unresolved)\b|\bunfixed\b|\b(?:is|are|was|were) not (?:yet )?(?:fixed|resolved)\b"
+    r"|\b(?:I|we) skipped\b|\bno (?:pr|pull request) (?:was )?(?:created|opened)\b"
     # Chinese: "下一步最自然的是把它合并" (the next step is ...), "接下来需要 ..." (what comes next needs ...).
     r"|^(?:下一步|接下来|后续)",
     re.IGNORECASE,

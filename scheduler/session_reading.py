@@ -245,6 +245,8 @@ class _Reader:
         self.handed_plan: tuple[str, int] | None = None
         #: A command the user ran in the agent's shell mode, with what it printed: a request if the agent acts on it.
         self.user_shell: tuple[str, Message, int] | None = None
+        #: Calls the agent had no permission for and never made since (``Edit spec.ts``, ``Bash npm test``), in order.
+        self.not_granted: dict[str, None] = {}
 
     @property
     def turn(self) -> _Turn:
@@ -439,6 +441,12 @@ class _Reader:
             state.result = "interrupted"
             self.turn.last = "interrupt"
             return
+        if marks.not_granted(message):  # nothing ran and no one refused: it waits on the user's permission
+            state.result = "not_granted"
+            self.not_granted.pop(marks.describe_call(state.call), None)  # the latest try last
+            self.not_granted[marks.describe_call(state.call)] = None
+            self.turn.last = "result"
+            return
         code, body = exit_status(message.content)
         failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
         hidden = hidden_failure(state.command, body) if state.command is not None else None
@@ -446,6 +454,8 @@ class _Reader:
         if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):
             state.category = "other"  # the tool never started: no check of the project failed
         state.result = "failed" if failed else "ok"
+        if not failed:
+            self.not_granted.pop(marks.describe_call(state.call), None)
         if state.call.name not in TODO_TOOLS:
             self.turn.last = "result"
         found = _ISSUE_KEY.search(message.content[:2000])
@@ -724,6 +734,10 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
     if left is not None:  # the last reply came while a job ran: what it produced was never seen
         still = f"stopped mid-work: {marks.describe_call(left.call)} still running at the end, its result not seen"
         return Ending("stopped_mid_work", _join(still, said), source)
+    settled = [state for state in calls if state.result is not None]
+    if settled and settled[-1].result == "not_granted":  # the agent stopped on a call it had no permission for
+        waits = f"failed: not permitted, waits on the user's permission for {marks.describe_call(settled[-1].call)}"
+        return Ending("failed", _join(waits, said), source)
     failing = [cmd for cmd, status in turn.checks.items() if status == "failed"]
     if failing and not _committed_past(reader, calls, failing[-1]):
         return Ending("failed", _join(f"failed: `{clip(failing[-1], 60)}` still failing", said), source)
@@ -855,6 +869,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     asking = _asking(calls)
     if asking is not None:
         found.append(f"asked the user, no answer yet: {clip(asking, 200)}")
+    if reader.not_granted:
+        found.append(f"not run, waits on the user's permission: {'; '.join(list(reader.not_granted)[-3:])}")
     named = shell_commands.shown(change.command) if change is not None and change.command is not None else None
     for command, failure in reader.failing.items():
         if command == named:
@@ -910,7 +926,14 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
         found.append(f"not confirmed fixed: {final.text}")
     found += reader.git.left_in_project(git_spoken)
-    return list(dict.fromkeys(found))
+    # A step an offer quotes as what it is about ("I skipped the gate… Say the word if you want it run") is told once.
+    label = "offered, no answer yet: "
+    quoted = [item[len(label) :].split("…")[0] for item in found if item.startswith(label)]
+    return [
+        item
+        for item in dict.fromkeys(found)
+        if item.startswith(label) or not any(len(quote) >= 20 and item.startswith(quote) for quote in quoted)
+    ]
 
 
 def _offer(reader: _Reader, reply: Message, question: str, asked: str | None) -> str:

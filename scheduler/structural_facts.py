@@ -32,6 +32,11 @@ Subjects, so that a later fact supersedes an earlier one about the same thing
   printed, and the first line of its body), only for a commit that succeeded;
 - ``rejected:CALL``, kind ``decision``: "The user rejected Write LICENSE, saying: \"Entire
   Inc.\"": what the user refused, and what they said instead;
+- a call not permitted (Claude Code run where no one answers its permission prompt): a
+  shell command under its own subject, kind ``command`` ("`npm test` not run: not permitted
+  (the user had not granted it)"), so its next run's outcome supersedes it; a write under
+  ``file:PATH``, kind ``limitation`` ("Edit spec.ts not done: not permitted ..."), which
+  the file's next change supersedes;
 - ``error:TOOL:INPUT``, kind ``lesson``: a call that failed and then worked with one or two
   short inputs changed: "Task failed (Agent type 'x' not found); it worked with
   subagent_type=plugin:x";
@@ -59,6 +64,7 @@ from palimpsest.scheduler.agent_marks import (
     WATCH_TOOLS,
     describe_call,
     is_rejection,
+    not_granted,
     polled_id,
     rejection_reason,
     stops,
@@ -238,6 +244,8 @@ def _result_facts(
         said = f', saying: "{clip(reason, 160)}"' if reason else ""
         label = clip(describe_call(call), COMMAND_CHARS)
         return [StructuralFact(f"The user rejected {label}{said}", "decision", f"rejected:{label}", sources)]
+    if not_granted(result):
+        return _not_granted(call, sources)
     if call.name in WRITE_TOOLS or call.name == "apply_patch":
         written = [path for path, _ in _written(call.name, call.args, call.raw)]
         if result.metadata.get("is_error") is True:
@@ -255,6 +263,28 @@ def _result_facts(
         tools.setdefault(call.name, []).append((call, first_error_line(result.content)))
         return []
     return _tool_fix(call, tools.get(call.name, []), sources)
+
+
+def _not_granted(call: ToolCall, sources: tuple[str, ...]) -> list[StructuralFact]:
+    """A call the agent had no permission for: nothing ran. Told under its run's subject, which a later run settles."""
+    command = shell_command(call.args) if call.args else None
+    if command is not None:
+        kind = category(command)
+        if kind == "read":
+            return []
+        shown = _named(command)
+        subject = f"command:{family(command) if kind == 'check' else shown}"
+        return [
+            StructuralFact(
+                f"`{shown}` not run: not permitted (the user had not granted it)", "command", subject, sources
+            )
+        ]
+    path = path_arg(call.args)
+    label = clip(describe_call(call), COMMAND_CHARS)
+    subject = f"file:{path}" if path else f"not_granted:{label}"
+    return [
+        StructuralFact(f"{label} not done: not permitted (the user had not granted it)", "limitation", subject, sources)
+    ]
 
 
 def _tool_fix(call: ToolCall, failed: list[tuple[ToolCall, str]], sources: tuple[str, ...]) -> list[StructuralFact]:

@@ -253,6 +253,34 @@ def test_a_rejected_write_is_a_decision_and_no_file_change(tmp_path: Path) -> No
     ]
 
 
+def test_a_call_not_permitted_ran_nothing_and_its_later_run_is_told_under_the_same_subject(tmp_path: Path) -> None:
+    # Claude Code run where no one answers its permission prompt (SamuelRodriguess/acmebank-service's session).
+    s = Claude(tmp_path, "dddd-not-granted")
+    s.ask("fix the failing user service test")
+    spec = f"{CWD}/src/user.service.spec.ts"
+    edit = {"file_path": spec, "old_string": "a", "new_string": "b"}
+    s.tool(
+        "Edit", edit, f"Claude requested permissions to write to {spec}, but you haven't granted it yet.", error=True
+    )
+    s.bash("npm test", "This command requires approval", error=True)
+    found = facts(s)
+    assert [(fact.kind, fact.subject, fact.text) for fact in found] == [
+        (
+            "limitation",
+            f"file:{spec}",
+            "Edit user.service.spec.ts not done: not permitted (the user had not granted it)",
+        ),
+        ("command", "command:npm test", "`npm test` not run: not permitted (the user had not granted it)"),
+    ]  # never "`npm test` failed": it never ran
+    s.tool("Edit", edit, "The file has been updated.")
+    s.bash("npm test", "Tests: 12 passed, 12 total")
+    later = facts(s)[2:]
+    assert [(fact.kind, fact.subject) for fact in later] == [
+        ("change", f"file:{spec}"),
+        ("command", "command:npm test"),
+    ]
+
+
 def test_a_commit_keeps_the_first_line_of_its_body(tmp_path: Path) -> None:
     s = Claude(tmp_path, "eeee-commit")
     s.ask("commit this")

@@ -137,6 +137,41 @@ def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_pa
     assert again.ending is not None and again.ending.kind == "completed" and again.open_items == []
 
 
+def test_a_call_claude_code_was_not_permitted_to_make_waits_on_the_user_and_is_no_failure(tmp_path: Path) -> None:
+    # Claude Code run where no one answers its permission prompt (headless, the Agent SDK, a UI wrapping it) answers
+    # the call itself: nothing ran, and no one said no.
+    s = Claude(tmp_path, "eeee-not-granted", branch=NO_REPOSITORY)
+    s.ask("fix the failing user service test")
+    spec = f"{CWD}/src/modules/user/tests/user.service.spec.ts"
+    edit = {"file_path": spec, "old_string": "'User exists.'", "new_string": "'Username already taken.'"}
+    denied = f"Claude requested permissions to write to {spec}, but you haven't granted it yet."
+    s.tool("Edit", edit, denied, error=True)
+    s.bash(
+        "npm test 2>&1 | tail -50",
+        "This Bash command contains multiple operations. The following part requires approval: npm test 2 >& 1",
+        error=True,
+    )
+    s.bash("npm test", "This command requires approval", error=True)
+    s.tool("Edit", edit, denied, error=True)
+    s.say("I don't have permission to edit the file. Can you approve the edit of `user.service.spec.ts`?")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "failed"
+    assert reading.ending.conclusion.startswith(
+        "failed: not permitted, waits on the user's permission for Edit user.service.spec.ts. I don't have"
+    )
+    assert reading.changed == {}
+    assert reading.open_items == [
+        "not run, waits on the user's permission: Bash npm test; Edit user.service.spec.ts",
+        "asked the user, no answer yet: Can you approve the edit of `user.service.spec.ts`?",
+    ]  # never "`npm test` still failing": it never ran
+    s.ask("approved")
+    s.tool("Edit", edit, "The file has been updated.")
+    s.bash("npm test", "Tests: 12 passed, 12 total")
+    s.say("Updated the expected message; all 12 tests pass.")
+    again = read(s)
+    assert again.ending is not None and again.ending.kind == "completed" and again.open_items == []
+
+
 @pytest.mark.parametrize("shape", ["message", "event"])
 def test_a_codex_turn_aborted_is_an_interruption(tmp_path: Path, shape: str) -> None:
     rollout = Codex()
@@ -492,6 +527,42 @@ def test_work_a_prose_reply_says_is_left_stays_open_and_a_draft_pr_waits_on_revi
     rollout.exec("c4", "gh pr merge 1592 --squash", "Merged pull request #1592", 0)
     rollout.message("assistant", "Merged #1592; the branch is deleted.")
     assert read_codex(rollout, tmp_path).open_items == []
+
+
+def test_a_problem_a_reply_says_is_still_there_and_work_it_skipped_stay_open(tmp_path: Path) -> None:
+    s = Claude(tmp_path, "eeee-still-there", branch=NO_REPOSITORY)
+    s.ask("Review the dashboard: what would you change before we show it?")
+    s.tool("Read", {"file_path": f"{CWD}/pipeline/adjacency.py"}, "def write_adjacency(...): ...")
+    s.say(
+        "The pipeline is sound. `write_adjacency` guards against a narrow run overwriting a wide record; "
+        "`example_day` has the same trap, and it's still unfixed.\n\n"
+        "One housekeeping note: the skill wanted to run its onboarding prompts - I skipped those since you "
+        "weren't around to answer."
+    )
+    assert read(s).open_items == [
+        "`write_adjacency` guards against a narrow run overwriting a wide record; `example_day` has the same trap, "
+        "and it's still unfixed.",
+        "One housekeeping note: the skill wanted to run its onboarding prompts - I skipped those since you "
+        "weren't around to answer.",
+    ]
+    # What the reply only reports as done, or a condition, leaves nothing.
+    s.ask("ok, fix the example_day trap")
+    s.tool("Edit", {"file_path": f"{CWD}/pipeline/example_day.py", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("Fixed: `example_day` now keeps the widest record. If the cron still fails, check its log.")
+    assert read(s).open_items == []
+
+
+def test_a_pull_request_a_codex_reply_says_it_did_not_open_stays_open(tmp_path: Path) -> None:
+    rollout = Codex()
+    rollout.message("user", "commit and push the review automation configs")
+    rollout.exec("c1", "git commit -am 'chore(ci): configure review automation'", "[chore/review 09058fb] chore", 0)
+    rollout.exec("c2", "git push -u origin chore/review", "branch 'chore/review' set up to track", 0)
+    rollout.message(
+        "assistant",
+        "Committed and pushed `chore/review`:\n\n- Commit: `09058fb chore(ci): configure review automation`\n"
+        "- No PR created, since you requested commit and push only",
+    )
+    assert read_codex(rollout, tmp_path).open_items == ["No PR created, since you requested commit and push only"]
 
 
 def test_open_questions_a_written_plan_leaves_stay_open(tmp_path: Path) -> None:
@@ -1122,6 +1193,16 @@ def test_an_offer_made_as_a_statement_stays_open(tmp_path: Path) -> None:
     s.ask("What does the hook check?")
     s.say("It runs the review checklist. Let me know if you have questions.")
     assert read(s).open_items == []
+    # A Cursor reply in Chinese (check3's cursor-a): "if a next step is wanted, I can: ① ... ② ..."; a redaction
+    # mark after it is no paragraph of its own.
+    s.ask("两种模式的对比结论是什么？")
+    s.say(
+        "结论：开启 LLM 未修复 P0 短板。\n\n如需下一步，我可以：① 按 P0 清单生成回归用例 JSON；② 输出 issue 列表。"
+        "\n\n[REDACTED]"
+    )
+    assert read(s).open_items == [
+        "offered, no answer yet: 如需下一步，我可以：① 按 P0 清单生成回归用例 JSON；② 输出 issue 列表。"
+    ]
 
 
 def test_a_pasted_traceback_is_named_by_its_error_and_the_question_after_it(tmp_path: Path) -> None:
@@ -1430,6 +1511,39 @@ def test_files_git_status_lists_are_uncommitted_though_the_session_never_touched
     s.bash("git commit -m 'Document the set-up'", "[feat/monorepo-libs 5a6b7c8] Document the set-up")
     s.say("Committed the set-up notes.")
     assert read(s).open_items == ["uncommitted changes (after the last commit): Taskfile.yml"]
+
+
+def test_files_a_working_tree_diff_shows_are_uncommitted_but_not_those_of_a_diff_between_commits(
+    tmp_path: Path,
+) -> None:
+    # SamuelRodriguess/acmebank-service's Claude Code session: `git diff HEAD` showed work from before the session,
+    # and the session committed nothing. A diff against another revision lists what may be committed already.
+    s = Claude(tmp_path, "gd01-diff", branch="feat/test-entire")
+    s.ask("why are the user tests failing?")
+    s.bash("git diff main..feat/test-entire", "diff --git a/src/app.module.ts b/src/app.module.ts\n+import x")
+    s.bash(
+        "git diff HEAD",
+        "diff --git a/src/modules/auth/auth.controller.ts b/src/modules/auth/auth.controller.ts\n"
+        "index db07c3a..153c906 100644\n--- a/src/modules/auth/auth.controller.ts\n"
+        "+++ b/src/modules/auth/auth.controller.ts\n@@ -1,3 +1,3 @@\n-  newLogin(dto: CreateAuthDto)\n"
+        "+  newLogin(dto: CreateUserDto)\n"
+        "diff --git a/src/modules/user/user.service.ts b/src/modules/user/user.service.ts\n"
+        "@@ -19 +19 @@\n-    throw new ConflictException('User exists.')",
+    )
+    s.bash("git diff --stat --cached", " src/modules/auth/auth.service.ts | 2 +-\n 1 file changed, 1 insertion(+)")
+    s.say("The service now throws a different message than the spec expects.")
+    assert read(s).open_items == [
+        "uncommitted changes (not committed in the session): auth.controller.ts, user.service.ts, auth.service.ts"
+    ]
+    # One command line's output holds another's too (EntityProcess/agentv's Codex session): only the paths count.
+    s.ask("commit the release fix")
+    s.bash("git add -A && git commit -m 'fix(release): harden publish'", "[feat/test-entire fd07a0a] fix(release)")
+    s.bash(
+        "git rev-parse HEAD && git diff --name-only",
+        "195acb2f28be5f54893342e21f60bac4e95bd8ce\n.github/workflows/publish.yml\nscripts/release.ts",
+    )
+    s.say("Committed as `fd07a0a`; the workflow files are still to commit.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): publish.yml, release.ts"]
 
 
 def test_a_request_done_through_the_github_api_or_git_config_is_completed(tmp_path: Path) -> None:
