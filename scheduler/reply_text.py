@@ -49,9 +49,9 @@ _EMPHASIS = re.compile(r"\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)\s]+\)")
 #: How a question ends, in Latin and in CJK script ("需要我接着帮你实现这些吗？").
 QUESTION_MARKS = ("?", "？")
-#: A sentence's end: ``. ! ?`` and a space before a capital, quote or code span; or a full-width
-#: ``。！？``, which Chinese and Japanese replies write with no space after.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*])|(?<=[。！？])\s*(?=\S)")
+#: A sentence's end: ``. ! ?`` and a space before a capital (Latin, Greek or Cyrillic: "İstersen", "Если"), quote or
+#: code span; or a full-width ``。！？``, which Chinese and Japanese replies write with no space after.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[*À-ÖØ-ÞĀ-žΑ-ΩЀ-Я])|(?<=[。！？])\s*(?=\S)")
 #: A line that is a heading in all but markup: bold alone, or an emoji then a few words.
 _BOLD_LINE = re.compile(r"^\s*\*\*[^*]{1,80}\*\*:?\s*$")
 _PROSE_FENCES = frozenset({"", "md", "markdown", "text", "txt"})
@@ -135,7 +135,17 @@ _STATED_OFFER = re.compile(
     r"|^(?:happy|glad) to\b[^.!?]*\b(?:if you|too|as well|next)\b"
     # Chinese: "如果你需要，我可以继续实现 loss.py" (if you want, I can go on and ...), "如需下一步，我可以：..." (if a
     # next step is wanted, I can: ...).
-    r"|^(?:如果(?:你|您)(?:需要|愿意|想|要)|如需|如有需要|需要的话)[^。！？]{0,30}[，,]\s*我(?:可以|来|再|就)",
+    r"|^(?:如果(?:你|您)(?:需要|愿意|想|要)|如需|如有需要|需要的话)[^。！？]{0,30}[，,]\s*我(?:可以|来|再|就)"
+    # "If you want, I can ..." in the other languages users write to agents in: Portuguese, Spanish, French, German,
+    # Russian, Turkish ("İstersen ... yazabilirim"), Japanese, Korean.
+    r"|^se (?:quiser|preferir|desejar)\b[^.!?]{0,60}?,\s*(?:eu )?posso\b"
+    r"|^si (?:quieres|prefieres|deseas|lo deseas)\b[^.!?]{0,60}?,\s*(?:yo )?puedo\b"
+    r"|^si (?:vous (?:voulez|le souhaitez|souhaitez)|tu veux)\b[^.!?]{0,60}?,\s*je (?:peux|pourrais)\b"
+    r"|^wenn (?:du|sie) (?:willst|möchtest|wollen|möchten)\b[^.!?]{0,60}?,\s*kann ich\b"
+    r"|^если (?:хотите|хочешь|нужно)[^.!?]{0,60}?,\s*(?:я )?(?:могу|сделаю)"
+    r"|^[İi]stersen(?:iz)?\b.*\w(?:abilirim|ebilirim)\b"
+    r"|^(?:必要であれば|よろしければ|ご希望であれば|ご希望なら)[^。！？]{0,60}(?:できます|します|しましょう)"
+    r"|^(?:원하시면|필요하시면)[^.!?]{0,60}(?:수 있습니다|드릴게요|드리겠습니다)",
     re.IGNORECASE,
 )
 #: A closing question that only checks in with the user.
@@ -403,26 +413,31 @@ def clip_code(line: str) -> str:
 _LATER = re.compile(r"\b(?:then|after that|afterwards|once (?:that|it|this)|before (?:I|we))\b", re.IGNORECASE)
 
 
-def announced(text: str, limit: int) -> str:
+def announced(text: str, limit: int, *, every: bool = False) -> str:
     """What a reply said it would do after the step at hand: its prefaces that plan a later step, at most ``limit``.
 
     A session cut off mid-work or interrupted ends on such a reply ("`main` is behind, so
     I'm making a focused commit first, then I'll rebase and push."): the later steps are the
     work left. A preface of one step ("Let me check the schema first.") only names the call
-    that was running, and says nothing more.
+    that was running, and says nothing more; but where no call followed (an error stopped the
+    agent first), ``every`` preface is work announced and never begun.
     """
     out = ""
     for unit in units(text):
         if unit.kind not in ("para", "bullet"):
             continue
         for sentence in sentences(unit.text):
-            if not is_preface(sentence) or _LATER.search(sentence) is None:
+            if not is_preface(sentence) or (_LATER.search(sentence) is None and not every):
                 continue  # "Let me check the schema first." names no more than the call running
             candidate = f"{out} {sentence}".strip()
             if len(candidate) > limit:
                 return out or cut(sentence, limit)
             out = candidate
     return out
+
+
+#: How a piece of a conclusion may already end, in Latin or full-width CJK punctuation ("。", "：").
+_CLOSED = (".", "!", "?", ":", ";", "。", "！", "？", "：", "；")
 
 
 def conclusion(text: str, limit: int, *, cut_first: bool = True) -> str:
@@ -446,7 +461,7 @@ def conclusion(text: str, limit: int, *, cut_first: bool = True) -> str:
         elif role == "bullet" and previous == "bullet" and not intro and not out.endswith(":"):
             candidate = f"{out}; {addition}"
         else:
-            candidate = f"{out}{'' if out.endswith(('.', '!', '?', ':', ';')) else '.'} {addition}"
+            candidate = f"{out}{'' if out.endswith(_CLOSED) else '.'} {addition}"
         intro, previous = "", role
         if len(candidate) > limit:
             return (cut(addition, limit) if cut_first else "") if not out else out

@@ -134,6 +134,8 @@ class _Turn:
     #: Whether the user's last rejection also stopped the agent (Claude Code's "[Request interrupted by user for
     #: tool use]" after it): no reason given, nothing done after.
     halted: bool = False
+    #: Whether the errors came right after a reply, before any call it announced.
+    after_reply: bool = False
 
 
 @dataclass
@@ -542,6 +544,7 @@ class _Reader:
         """An error the agent showed instead of going on; the session ended on it if nothing came after."""
         if self.turn.last != "error":
             self.turn.errors = []
+            self.turn.after_reply = self.turn.last == "reply"
         self.turn.errors.append(clip(" ".join(message.content.split()), ERROR_CHARS))
         self.turn.last = "error"
 
@@ -718,7 +721,8 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("tool_rejected", _join(f"the user {rejected}{stopped}", said), source)
     if turn.last == "error":
         more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
-        return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}", said), source)
+        cut_off = f"; it was about to: {_cut_off(turn).rstrip('.')}" if _cut_off(turn) else ""
+        return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}{cut_off}", said), source)
     if not turn.last:
         return Ending("stopped_mid_work", f"stopped before any reply to the last request, {CUT_OFF}", None)
     asking = _asking(calls)
@@ -747,6 +751,14 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
     if turn.changed or turn.effects:
         return Ending("completed", said, source)
     return Ending("answered", said, source)
+
+
+def _cut_off(turn: _Turn) -> str:
+    """What the last reply announced when an error came in place of the calls it announced ("I will read limiter.ts
+    to see whether it should use Redis too." then an API error): work begun in words only."""
+    if not turn.after_reply or not turn.replies:
+        return ""
+    return reply_text.announced(turn.replies[-1].content, INTENT_CHARS, every=True)
 
 
 def _committed_past(reader: _Reader, calls: list[_Call], check: str) -> bool:
@@ -852,6 +864,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             found.append(f"unfinished request (the agent stopped on an error): {ask.text}")
     if final is not None and cut_short:
         found.append(f"unfinished request: {final.text}")
+    elif turn.last == "error" and _cut_off(turn):
+        found.append(f"announced, then stopped by an error: {_cut_off(turn)}")
     elif change is not None and change.command is not None and final is not None:
         failure = reader.failing.get(shell_commands.shown(change.command))
         why = f" (`{clip(shell_commands.shown(change.command), 60)}` failed" + (

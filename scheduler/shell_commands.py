@@ -24,7 +24,10 @@ unwrapped, see `session_facts.shell_command`):
 - **check**: a simple command builds, tests, lints or runs the project (`CHECKS`:
   ``pytest``, ``go test``, ``mise run lint``, ``npm test``, ``cargo build``, ``make``, ...).
 - **state**: anything that writes a file (a redirect, ``tee``, ``sed -i``), or a program of
-  `STATE_PROGRAMS` (``rm``, ``mv``, ``git commit``, ``npm install``, ``gh pr create``, ...).
+  `STATE_PROGRAMS` (``rm``, ``mv``, ``git commit``, ``npm install``, ``gh pr create``, ...),
+  or a PowerShell cmdlet that writes (``Set-Content``, ``Add-Content``, ``Out-File``,
+  ``New-Item``, ``Remove-Item``, ``Copy-Item``, ``Move-Item``, ``Rename-Item`` and their
+  aliases; in a line PowerShell runs, a backslash separates folders and escapes nothing).
 - **other**: the rest (a script of the project, ``curl``): it may change state, so it is
   no read-only command, but nothing says what it did.
 
@@ -172,6 +175,8 @@ def parse(command: str) -> Parsed:
     """
     parsed = Parsed()
     for line in _logical_lines(command):
+        if _POWERSHELL.search(line):  # its backslashes separate folders (``code\\model.py``); none escapes
+            line = line.replace("\\", "/")
         lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
         lexer.whitespace_split = True
         lexer.commenters = "#"
@@ -279,7 +284,7 @@ def _category(words: list[str]) -> Category:
         return "read"
     if _READ_OPTIONS.get(program, frozenset()) & set(rest) or _fetch_only(program, rest):
         return "read"
-    if program in STATE_PROGRAMS or _adds_dependency(program, rest):
+    if program in STATE_PROGRAMS or program.lower() in _POWERSHELL_WRITES or _adds_dependency(program, rest):
         return "state"
     if program == "but" and _GITBUTLER_CHANGES.match(" ".join(operands(rest)[:2])):
         return "state"
@@ -296,6 +301,23 @@ _QUERY_VERBS = frozenset(
     {"list", "ls", "show", "get", "view", "status", "info", "version", "describe", "inspect", "whoami", "search",
      "logs", "ps", "explain", "doctor"}
 )  # fmt: skip
+#: A line PowerShell runs: a cmdlet (``Set-Content``), an environment variable, a .NET type (``[System.IO.File]``).
+_POWERSHELL = re.compile(
+    r"\b(?:Get|Set|New|Remove|Copy|Move|Rename|Add|Out|Select|Test|Write|Invoke|ForEach|Where|Join|Split|Start|"
+    r"Stop|Import|Export|ConvertTo|ConvertFrom|Resolve|Push|Pop|Measure|Sort|Format)-[A-Z][A-Za-z]+\b(?!:)"
+    r"|\$env:|\[(?:System\.)?IO\."
+)
+#: PowerShell's cmdlets that write, lowercased (PowerShell ignores case), with their aliases, and what each does.
+_POWERSHELL_WRITES = {
+    "set-content": "written", "out-file": "written", "add-content": "edited", "new-item": "created", "ni": "created",
+    "remove-item": "deleted", "ri": "deleted", "del": "deleted", "erase": "deleted", "copy-item": "copied",
+    "cpi": "copied", "copy": "copied", "move-item": "moved", "mi": "moved", "move": "moved",
+    "rename-item": "renamed", "rni": "renamed", "ren": "renamed",
+}  # fmt: skip
+#: Their parameters that take no value.
+_POWERSHELL_SWITCHES = frozenset(
+    {"-force", "-recurse", "-nonewline", "-append", "-whatif", "-confirm", "-passthru", "-noclobber", "-container"}
+)
 #: PowerShell's verbs of cmdlets that only read or print (``Get-Command``, ``Select-Object``, ``Test-Path``).
 _POWERSHELL_READ = re.compile(
     r"(?:Get|Test|Select|Format|Measure|Where|Write|Find|Resolve|Compare|Sort|Group|ConvertTo|ConvertFrom|Show|"
@@ -654,6 +676,8 @@ def _simple_effects(words: list[str], command: str) -> list[Effect]:
     if program in ("sed", "perl") and paths and any(word.startswith(("-i", "--in-place")) for word in rest):
         path = paths[-1]
         return [Effect(f"Edited {path} in place ({program} -i)", f"file:{path}", ((path, "edited"),))]
+    if program.lower() in _POWERSHELL_WRITES:
+        return _powershell_effects(program.lower(), rest)
     if program == "git":
         return _git_effects(rest)
     if program == "gh":
@@ -661,6 +685,50 @@ def _simple_effects(words: list[str], command: str) -> list[Effect]:
     if program == "but":
         return _gitbutler_effects(rest, commit_subject(command))
     return []
+
+
+def _powershell_effects(cmdlet: str, rest: list[str]) -> list[Effect]:
+    """What a PowerShell cmdlet that writes did: ``Set-Content code/x.py``, ``New-Item -ItemType Directory -Path d``,
+    ``Copy-Item a b``, ``Remove-Item -Recurse -Force build``.
+
+    Its parameters are named (``-Path X``) or positional; a switch (``-Force``) takes no value.
+    """
+    named: dict[str, str] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word.startswith("-") and word.lower() not in _POWERSHELL_SWITCHES and index + 1 < len(rest):
+            named[word.lower()] = rest[index + 1]
+            index += 2
+            continue
+        if not word.startswith("-"):
+            positional.append(word)
+        index += 1
+    path = named.get("-path") or named.get("-literalpath") or named.get("-filepath") or (positional[:1] or [""])[0]
+    other = named.get("-destination") or named.get("-newname") or (positional[1:2] or [""])[0]
+    action = _POWERSHELL_WRITES[cmdlet]
+    if not path or path.startswith(("$", "(")):
+        return []
+    if action == "created" and named.get("-itemtype", "").lower() == "directory":
+        return [Effect(f"Created directory {path}", f"file:{path}", ((path, "created"),))]
+    if action in ("written", "created"):
+        appended = cmdlet == "out-file" and "-append" in (word.lower() for word in rest)
+        verb = "Appended to" if appended else "Created" if action == "created" else "Wrote"
+        return [Effect(f"{verb} {path}", f"file:{path}", ((path, "edited" if appended else action),))]
+    if action == "edited":
+        return [Effect(f"Appended to {path}", f"file:{path}", ((path, "edited"),))]
+    if action == "deleted":
+        return [Effect(f"Deleted {path}", f"file:{path}", ((path, "deleted"),))]
+    if not other:
+        return []
+    if action == "renamed":
+        target = f"{path.rsplit('/', 1)[0]}/{other}" if "/" in path and "/" not in other else other
+        return [Effect(f"Renamed {path} to {target}", f"file:{target}", ((path, "deleted"), (target, "created")))]
+    verb = "Moved" if action == "moved" else "Copied"
+    files = [(path, "deleted")] if action == "moved" else []
+    files += [(arrived, "created") for arrived in _arrived([path], other)]
+    return [Effect(f"{verb} {path} to {other}", f"file:{other}", tuple(files))]
 
 
 def _gitbutler_effects(rest: list[str], subject: str) -> list[Effect]:

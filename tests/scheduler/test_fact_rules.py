@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from palimpsest.scheduler.facts import extract_from_text, facts_in_message
-from palimpsest.scheduler.shell_commands import category, effects, families, family, shown
+from palimpsest.scheduler.shell_commands import category, effects, families, family, parse, shown
 from palimpsest.scheduler.structural_facts import StructuralFact, structural_facts
 from palimpsest.server.agents.codex.transcript import parse_codex
 from tests.support.agent_sessions import stored
@@ -192,6 +192,35 @@ def test_state_changes_are_named_by_what_they_did() -> None:
     assert [e.text for e in effects("rm -rf ~/.cache/app/ && echo x > notes.txt")] == [
         "Deleted ~/.cache/app/",
         "Wrote notes.txt",
+    ]
+
+
+def test_powershell_cmdlets_that_write_are_named_by_what_they_did() -> None:
+    # Codex on Windows runs PowerShell (Real-s/mini-simclr-assignment's rollouts): an edit is a Set-Content of what
+    # Get-Content read, a backslash separates folders, and cmdlets and their parameters are named or positional.
+    edit = (
+        "(Get-Content -Encoding UTF8 code\\linear_probe.py) -replace 'a', 'b' "
+        "| Set-Content -Encoding UTF8 code\\linear_probe.py"
+    )
+    assert category(edit) == "state"
+    assert [(e.text, e.files) for e in effects(edit)] == [
+        ("Wrote code/linear_probe.py", (("code/linear_probe.py", "written"),))
+    ]
+    assert [e.text for e in effects("New-Item -ItemType Directory -Force -Path report\\figures")] == [
+        "Created directory report/figures"
+    ]
+    assert [e.text for e in effects('Add-Content .gitignore "data_working/"; Remove-Item -Recurse -Force build')] == [
+        "Appended to .gitignore",
+        "Deleted build",
+    ]
+    assert [e.files for e in effects("Move-Item -Path old.txt -Destination done\\")] == [
+        (("old.txt", "deleted"), ("done/old.txt", "created"))
+    ]
+    assert [e.text for e in effects("Rename-Item -Path docs\\a.md -NewName b.md")] == ["Renamed docs/a.md to docs/b.md"]
+    assert category("Get-Content code\\model.py | Select-Object -First 40") == "read"
+    # A hyphenated header in a bash line is no cmdlet: its escapes stay escapes.
+    assert parse('curl -H "Content-Type: application/json" -d "{\\"a\\": 1}" https://x').commands == [
+        ["curl", "-H", "Content-Type: application/json", "-d", '{"a": 1}', "https://x"]
     ]
 
 

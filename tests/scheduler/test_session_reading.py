@@ -225,6 +225,13 @@ def test_a_long_conclusion_is_cut_between_whole_bullets() -> None:
     assert len(said) <= CONCLUSION_CHARS
     assert said.startswith("Summary of the change: Step 0 moved") and said.endswith("into the package")
     assert not conclusion("## Summary\n### Details", CONCLUSION_CHARS)
+    # A Chinese sentence ends in "。" or "：" (Codex on Real-s/mini-simclr-assignment): no "." is added after it.
+    chinese = (
+        "根据我刚才只读检查，你第六天不要直接画图。\n\n当前进度判断：\n\n- `Dataset.py` 已完成\n- `model.py` 已完成"
+    )
+    assert conclusion(chinese, CONCLUSION_CHARS) == (
+        "根据我刚才只读检查，你第六天不要直接画图。 当前进度判断： `Dataset.py` 已完成; `model.py` 已完成"
+    )
 
 
 def test_a_call_still_running_at_the_end_is_stopped_mid_work(tmp_path: Path) -> None:
@@ -1203,6 +1210,21 @@ def test_an_offer_made_as_a_statement_stays_open(tmp_path: Path) -> None:
     assert read(s).open_items == [
         "offered, no answer yet: 如需下一步，我可以：① 按 P0 清单生成回归用例 JSON；② 输出 issue 列表。"
     ]
+    # The same in other languages users write in: Turkish (a Claude Code session of check3's quick set), Portuguese,
+    # Russian, German; a condition that is no offer ("Se o teste falhar, posso olhar") leaves nothing.
+    for said, offer in [
+        (
+            "Güncelleme manuel. İstersen bunu tek komuta indiren küçük bir `update-entire.ps1` yazabilirim.",
+            "İstersen bunu tek komuta indiren küçük bir `update-entire.ps1` yazabilirim.",
+        ),
+        ("Teste corrigido. Se quiser, posso abrir o PR também.", "Se quiser, posso abrir o PR também."),
+        ("Тесты проходят. Если хотите, могу добавить CI.", "Если хотите, могу добавить CI."),
+        ("Fertig. Wenn du willst, kann ich das committen.", "Wenn du willst, kann ich das committen."),
+        ("Teste corrigido. Se o teste falhar de novo, posso olhar.", None),
+    ]:
+        s.ask("ok")
+        s.say(said)
+        assert read(s).open_items == ([f"offered, no answer yet: {offer}"] if offer else [])
 
 
 def test_a_pasted_traceback_is_named_by_its_error_and_the_question_after_it(tmp_path: Path) -> None:
@@ -1307,6 +1329,23 @@ def test_an_error_after_the_work_ends_the_session_failed_but_leaves_the_work_don
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "failed"
     assert reading.open_items == ['committed, not pushed: "Remove the colour file"']
+    # A reply that announced its next step, then an error in place of the calls it announced (check3's Gemini CLI
+    # session on SamuelRodriguess/acmebank-service, ended by "[useTextBuffer] external editor error").
+    s.ask("now move the session store to Redis")
+    s.tool("Edit", {"file_path": f"{CWD}/src/main.ts", "old_string": "a", "new_string": "b"}, "ok")
+    s.say(
+        "I will read `src/common/rateLimiter/limiter.ts` to determine if it should be updated to use Redis for "
+        "storage instead of its current in-memory implementation."
+    )
+    s.line("assistant", [{"type": "text", "text": "API Error: 500 external editor error"}], isApiErrorMessage=True)
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.conclusion.startswith(
+        "failed: stopped on an error: API Error: 500 external editor error; it was about to: I will read "
+        "`src/common/rateLimiter/limiter.ts`"
+    )
+    assert reading.open_items[0].startswith(
+        "announced, then stopped by an error: I will read `src/common/rateLimiter/limiter.ts` to determine"
+    )
 
 
 def test_files_a_command_names_after_changing_folder_are_not_the_projects_to_commit(tmp_path: Path) -> None:
