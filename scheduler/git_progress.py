@@ -16,6 +16,9 @@ steps, in order (`session_reading` feeds each successful call):
   the session is as uncommitted as the session's own. So does a ``git diff`` of the working
   tree (no revision, or ``HEAD``; ``--cached`` for staged files): one between commits lists
   nothing pending. What is pending at the end is **uncommitted**.
+- a file under a line the session added to a ``.gitignore`` (``echo "dist/" >> .gitignore``,
+  PowerShell's ``Add-Content .gitignore "data_working/"``) is no work to commit: a data
+  folder moved out of git's way is not left uncommitted.
 - GitButler's CLI (``but commit``, ``but push``) is read as git's; its commit takes every
   pending file, since it names the changes it commits by ids of its own. Opening a pull
   request (``gh pr create``, ``but pr new``) pushes its branch, as do the gh-stack extension's
@@ -38,6 +41,7 @@ A session in a folder that is no repository, and never touches git, says nothing
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -92,6 +96,9 @@ class GitProgress:
     #: The project's folder when the agent recorded a git branch for the session: the project is a repository, so
     #: what the session changed in it and left uncommitted is told though the session never ran git.
     repository: str | None = None
+    #: What the session added to a ``.gitignore`` (``echo "dist/" >> .gitignore``, ``Add-Content .gitignore "data/"``):
+    #: files under it are no work to commit.
+    ignored: list[str] = field(default_factory=list)
 
     def wrote(self, path: str, action: str) -> None:
         """A file a successful call changed (``created``, ``edited``, ``deleted``, ...).
@@ -118,6 +125,7 @@ class GitProgress:
         means they were pushed, from here or elsewhere.
         """
         committing = False
+        self.ignored += shell_commands.ignored_patterns(command)
         for words in shell_commands.parse(command).commands:
             if "--help" in words or "-h" in words:
                 continue
@@ -227,6 +235,7 @@ class GitProgress:
         return self._uncommitted([path for path in self.pending if _inside(path, folder)])
 
     def _uncommitted(self, pending: list[str]) -> list[str]:
+        pending = [path for path in pending if not any(_ignores(pattern, path) for pattern in self.ignored)]
         names = list(dict.fromkeys(path.rstrip("/").rsplit("/", 1)[-1] for path in pending))
         if not names:
             return []
@@ -302,6 +311,20 @@ def _diff_paths(output: str, args: list[str]) -> list[str]:
     if header:
         return list(dict.fromkeys(header))
     return [found.group(1) for line in lines if (found := _DIFF_STAT.match(line)) is not None and "=>" not in line]
+
+
+def _ignores(pattern: str, path: str) -> bool:
+    """Whether a ``.gitignore`` line the session added covers ``path`` (a folder and what is under it, or a glob)."""
+    pattern = pattern.strip().strip("/")
+    if not pattern or pattern.startswith("!"):
+        return False
+    path = path.strip("/")
+    return (
+        path == pattern
+        or path.startswith(f"{pattern}/")
+        or f"/{pattern}/" in f"/{path}/"
+        or fnmatch.fnmatch(path.rsplit("/", 1)[-1], pattern)
+    )
 
 
 def _without_values(args: list[str]) -> list[str]:

@@ -687,12 +687,9 @@ def _simple_effects(words: list[str], command: str) -> list[Effect]:
     return []
 
 
-def _powershell_effects(cmdlet: str, rest: list[str]) -> list[Effect]:
-    """What a PowerShell cmdlet that writes did: ``Set-Content code/x.py``, ``New-Item -ItemType Directory -Path d``,
-    ``Copy-Item a b``, ``Remove-Item -Recurse -Force build``.
-
-    Its parameters are named (``-Path X``) or positional; a switch (``-Force``) takes no value.
-    """
+def _cmdlet_parameters(rest: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A cmdlet's parameters: named ones (``-Path X``, lowercased names; a switch such as ``-Force`` takes no value),
+    then the positional ones, the shell's braces left out."""
     named: dict[str, str] = {}
     positional: list[str] = []
     index = 0
@@ -702,9 +699,42 @@ def _powershell_effects(cmdlet: str, rest: list[str]) -> list[Effect]:
             named[word.lower()] = rest[index + 1]
             index += 2
             continue
-        if not word.startswith("-"):
+        if not word.startswith("-") and word not in _KEYWORDS:
             positional.append(word)
         index += 1
+    return named, positional
+
+
+def ignored_patterns(command: str) -> list[str]:
+    """The lines a command line appends to a ``.gitignore``: ``echo "dist/" >> .gitignore``, ``printf 'a\\nb\\n' >>
+    .gitignore``, ``Add-Content .gitignore "data_working/"``."""
+    parsed = parse(command)
+    found: list[str] = []
+    appended = any(path.endswith(".gitignore") and appending for path, appending in parsed.written)
+    for words in parsed.commands:
+        lowered = [word.lower() for word in words]
+        # PowerShell's ``if (...) { Add-Content ... }`` is one simple command here: the cmdlet may come late in it.
+        if appended and lowered[0] in ("echo", "printf"):
+            said = [word for word in words[1:] if not word.startswith("-")]
+            found += [line for word in said for line in word.replace("\\n", "\n").splitlines()]
+        elif "add-content" in lowered:
+            named, positional = _cmdlet_parameters(words[lowered.index("add-content") + 1 :])
+            path = named.get("-path") or named.get("-literalpath")
+            if path is None:  # positional: the path first, then the value
+                path, positional = (positional[0], positional[1:]) if positional else ("", [])
+            value = named.get("-value") or (positional[:1] or [""])[0]
+            if path.endswith(".gitignore"):
+                found += value.splitlines()
+    return [line.strip() for line in found if line.strip() and not line.strip().startswith("#")]
+
+
+def _powershell_effects(cmdlet: str, rest: list[str]) -> list[Effect]:
+    """What a PowerShell cmdlet that writes did: ``Set-Content code/x.py``, ``New-Item -ItemType Directory -Path d``,
+    ``Copy-Item a b``, ``Remove-Item -Recurse -Force build``.
+
+    Its parameters are named (``-Path X``) or positional; a switch (``-Force``) takes no value.
+    """
+    named, positional = _cmdlet_parameters(rest)
     path = named.get("-path") or named.get("-literalpath") or named.get("-filepath") or (positional[:1] or [""])[0]
     other = named.get("-destination") or named.get("-newname") or (positional[1:2] or [""])[0]
     action = _POWERSHELL_WRITES[cmdlet]

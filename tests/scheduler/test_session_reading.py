@@ -1585,6 +1585,25 @@ def test_files_a_working_tree_diff_shows_are_uncommitted_but_not_those_of_a_diff
     assert read(s).open_items == ["uncommitted changes (after the last commit): publish.yml, release.ts"]
 
 
+def test_files_under_a_line_the_session_added_to_gitignore_are_no_work_to_commit(tmp_path: Path) -> None:
+    # Real-s/mini-simclr-assignment's Codex session on Windows: a working copy of the data set moved out of git's
+    # way with PowerShell; the script that uses it is the work left uncommitted.
+    s = Claude(tmp_path, "gi01-ignored")
+    s.ask("the data folder has broken permissions, work around it")
+    s.bash(
+        "if (-not (Select-String -Path .gitignore -Pattern '^data_working/' -Quiet)) "
+        '{ Add-Content -Encoding UTF8 .gitignore "data_working/" }\n'
+        "New-Item -ItemType Directory -Force data_working | Out-Null\n"
+        "Copy-Item -Path data\\cifar-10-python.tar.gz -Destination data_working\\",
+        "",
+    )
+    s.tool("Edit", {"file_path": f"{CWD}/code/linear_probe.py", "old_string": "a", "new_string": "b"}, "ok")
+    s.bash('echo "*.pth" >> .gitignore', "")
+    s.bash("python code/linear_probe.py > checkpoints/linear_classifier.pth", "")
+    s.say("The probe now reads `data_working/`.")
+    assert read(s).open_items == ["uncommitted changes (not committed in the session): linear_probe.py, .gitignore"]
+
+
 def test_a_request_done_through_the_github_api_or_git_config_is_completed(tmp_path: Path) -> None:
     # Codex on chikachow/cyspbot: "delete all 20 failed deployments" done with `gh api -X DELETE` in a loop; the
     # session did something, so it did not merely answer.
