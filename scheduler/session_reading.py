@@ -721,7 +721,8 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("tool_rejected", _join(f"the user {rejected}{stopped}", said), source)
     if turn.last == "error":
         more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
-        cut_off = f"; it was about to: {_cut_off(turn).rstrip('.')}" if _cut_off(turn) else ""
+        announced = _cut_off(turn)
+        cut_off = f"; it was about to: {announced.rstrip('.')}" if announced else ""
         return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}{cut_off}", said), source)
     if not turn.last:
         return Ending("stopped_mid_work", f"stopped before any reply to the last request, {CUT_OFF}", None)
@@ -864,8 +865,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             found.append(f"unfinished request (the agent stopped on an error): {ask.text}")
     if final is not None and cut_short:
         found.append(f"unfinished request: {final.text}")
-    elif turn.last == "error" and _cut_off(turn):
-        found.append(f"announced, then stopped by an error: {_cut_off(turn)}")
+    elif turn.last == "error" and (announced := _cut_off(turn)):
+        found.append(f"announced, then stopped by an error: {announced}")
     elif change is not None and change.command is not None and final is not None:
         failure = reader.failing.get(shell_commands.shown(change.command))
         why = f" (`{clip(shell_commands.shown(change.command), 60)}` failed" + (
