@@ -102,6 +102,8 @@ REPEAT_RATIO = 0.9
 _DECLINED = re.compile(r"^(?:no\b|nope\b|nah\b|not now\b|don'?t\b|不用|不要|算了|先不)", re.IGNORECASE)
 #: Longest offer shown as open, with what it points at: the open line is cut at 200 with its label.
 OFFER_CHARS = 170
+#: How an offer the user never answered is told as an open item.
+OFFERED = "offered, no answer yet: "
 #: Longest plan left undone told as open, its steps named; and longest step.
 PLAN_CHARS = 420
 PLAN_STEP_CHARS = 90
@@ -445,8 +447,9 @@ class _Reader:
             return
         if marks.not_granted(message):  # nothing ran and no one refused: it waits on the user's permission
             state.result = "not_granted"
-            self.not_granted.pop(marks.describe_call(state.call), None)  # the latest try last
-            self.not_granted[marks.describe_call(state.call)] = None
+            named = marks.describe_call(state.call)
+            self.not_granted.pop(named, None)  # the latest try last
+            self.not_granted[named] = None
             self.turn.last = "result"
             return
         code, body = exit_status(message.content)
@@ -921,7 +924,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         if question and reply_text.is_offer(question):
             found.append(_offer(reader, turn.replies[-1], question, final.text if final else None))
         elif not question and (stated := reply_text.stated_offer(turn.replies[-1].content)) is not None:
-            found.append(f"offered, no answer yet: {clip(stated, OFFER_CHARS)}")
+            found.append(f"{OFFERED}{clip(stated, OFFER_CHARS)}")
         elif question and reply_text.is_open_question(question):
             choices = reply_text.options(turn.replies[-1].content)
             listed = "; ".join(
@@ -942,12 +945,11 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"not confirmed fixed: {final.text}")
     found += reader.git.left_in_project(git_spoken)
     # A step an offer quotes as what it is about ("I skipped the gate… Say the word if you want it run") is told once.
-    label = "offered, no answer yet: "
-    quoted = [item[len(label) :].split("…")[0] for item in found if item.startswith(label)]
+    quoted = [item[len(OFFERED) :].split("…")[0] for item in found if item.startswith(OFFERED)]
     return [
         item
         for item in dict.fromkeys(found)
-        if item.startswith(label) or not any(len(quote) >= 20 and item.startswith(quote) for quote in quoted)
+        if item.startswith(OFFERED) or not any(len(quote) >= 20 and item.startswith(quote) for quote in quoted)
     ]
 
 
@@ -957,7 +959,7 @@ def _offer(reader: _Reader, reply: Message, question: str, asked: str | None) ->
     if offer == question and reader.last_written is not None:  # "Ready to implement?": what it just wrote
         offer += f" ({reader.last_written})"
     offer = reply_text.offer_in_full(reply.content, offer, asked, OFFER_CHARS)
-    return f"offered, no answer yet: {clip(offer, OFFER_CHARS)}"
+    return f"{OFFERED}{clip(offer, OFFER_CHARS)}"
 
 
 def _offer_passed_over(reader: _Reader, final: Ask | None) -> str | None:

@@ -265,6 +265,11 @@ def _result_facts(
     return _tool_fix(call, tools.get(call.name, []), sources)
 
 
+def _command_subject(command: str, kind: str, shown: str) -> str:
+    """A command fact's subject: a check's family (``go test``, whatever its arguments), else the command named."""
+    return f"command:{family(command) if kind == 'check' else shown}"
+
+
 def _not_granted(call: ToolCall, sources: tuple[str, ...]) -> list[StructuralFact]:
     """A call the agent had no permission for: nothing ran. Told under its run's subject, which a later run settles."""
     command = shell_command(call.args) if call.args else None
@@ -273,7 +278,7 @@ def _not_granted(call: ToolCall, sources: tuple[str, ...]) -> list[StructuralFac
         if kind == "read":
             return []
         shown = _named(command)
-        subject = f"command:{family(command) if kind == 'check' else shown}"
+        subject = _command_subject(command, kind, shown)
         return [
             StructuralFact(
                 f"`{shown}` not run: not permitted (the user had not granted it)", "command", subject, sources
@@ -375,7 +380,7 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
     hidden = None if failed else hidden_failure(command, body)
     shown = _named(command)
-    subject = f"command:{family(command) if kind == 'check' else shown}"
+    subject = _command_subject(command, kind, shown)
     sources = (call.id, result.id)
     if RUNNING.search(result.content[:400]) is not None and EXITED.search(result.content[:400]) is None:
         served = _SERVED.search(body)
