@@ -157,10 +157,13 @@ def open_items(lines: list[str]) -> Iterator[str]:
 
 
 def is_heading(item: str) -> bool:
-    """A bare heading shown as an item: ``## Summary``, ``**Changes**``, ``🎯 Key Improvements``, ``Plan:``."""
+    """A bare heading shown as an item: ``## Summary``, ``**Changes**``, ``🎯 Key Improvements``, ``Plan:``.
+
+    ``#307 (D3): make rl_validate compare`` is an issue named first, not a heading.
+    """
     text = item.strip().strip("`")
     words = text.split()
-    if text.startswith("#") or (text.startswith("**") and text.endswith("**") and len(words) <= 6):
+    if re.match(r"#{1,6}(?:\s|$)", text) or (text.startswith("**") and text.endswith("**") and len(words) <= 6):
         return True
     if text.endswith(":") and len(words) <= 5:
         return True

@@ -92,12 +92,13 @@ _OFFER = re.compile(
     re.IGNORECASE,
 )
 _NEXT_LABEL = re.compile(
-    r"\b(?:next steps?|what'?s next|remaining(?: work| items| tasks)?|to ?do|todos?|follow[- ]ups?|"
+    r"\b(?:next steps?|next up|up next|what'?s next|remaining(?: work| items| tasks)?|to ?do|todos?|follow[- ]ups?|"
     r"still (?:to do|open|needed)|open (?:items|questions)|left to do|pending|not yet done|action items)\b",
     re.IGNORECASE,
 )
 _NEXT_SENTENCE = re.compile(
-    r"^(?:next steps?|todo|to do|remaining|follow[- ]ups?|still to do|left to do)\s*:\s*(\S.+)$", re.IGNORECASE
+    r"^(?:next steps?|next up|up next|todo|to do|remaining|follow[- ]ups?|still to do|left to do)\s*:\s*(\S.+)$",
+    re.IGNORECASE,
 )
 _USER_ACTION = re.compile(
     r"\b(?:you(?:'ll| will)? need to|you(?: may| might)? want to|you should|you must|make sure (?:to|you)|"

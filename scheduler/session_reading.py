@@ -889,6 +889,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"asked the user, no answer yet: {clip(asking, 200)}")
     if reader.not_granted:
         found.append(f"not run, waits on the user's permission: {'; '.join(list(reader.not_granted)[-3:])}")
+    found += _checks_declined(reader, turn if ending.kind == "tool_rejected" else None)
     named = shell_commands.shown(change.command) if change is not None and change.command is not None else None
     for command, failure in reader.failing.items():
         if command == named:
@@ -951,6 +952,32 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         for item in dict.fromkeys(found)
         if item.startswith(OFFERED) or not any(len(quote) >= 20 and item.startswith(quote) for quote in quoted)
     ]
+
+
+def _checks_declined(reader: _Reader, told: _Turn | None) -> list[str]:
+    """The checks the user turned down that never ran after: nothing verified what they check.
+
+    A user who declines ``mise run fmt && mise run lint && mise run test:ci`` ("I'll take it
+    from here") and later asks for the lint alone leaves the format and the tests unrun; a
+    decline in ``told``, the turn the session ended on with it, is told as the ending.
+    """
+    found: list[str] = []
+    for index, state in enumerate(reader.order):
+        if state.result != "rejected" or state.category != "check" or state.command is None:
+            continue
+        if reader.turns[state.turn] is told:
+            continue
+        ran = frozenset().union(
+            *(
+                shell_commands.families(later.command)
+                for later in reader.order[index + 1 :]
+                if later.command is not None and later.result in ("ok", "failed")
+            )
+        )
+        left = sorted(shell_commands.families(state.command) - ran, key=state.command.find)
+        if left:
+            found.append("not run, the user declined it: " + ", ".join(f"`{family}`" for family in left))
+    return list(dict.fromkeys(found))
 
 
 def _offer(reader: _Reader, reply: Message, question: str, asked: str | None) -> str:

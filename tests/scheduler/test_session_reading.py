@@ -137,6 +137,27 @@ def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_pa
     assert again.ending is not None and again.ending.kind == "completed" and again.open_items == []
 
 
+def test_checks_the_user_declined_and_that_never_ran_after_stay_open(tmp_path: Path) -> None:
+    # Shape of an entireio/cli Claude Code session: the user rejects the full check run ("i'll take it from here"),
+    # then asks for the lint alone; the format and the CI tests were never run.
+    s = Claude(tmp_path, "dddd-declined", branch=NO_REPOSITORY)
+    s.ask("Make the settings parser strict")
+    s.tool("Edit", {"file_path": f"{CWD}/settings.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.reject("Bash", {"command": "mise run fmt && mise run lint && mise run test:ci"}, "i'll take it from here")
+    s.say("Understood, the change is in `settings.go`.")
+    s.ask("address the issues in `mise lint`")
+    s.tool("Edit", {"file_path": f"{CWD}/settings_test.go", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("mise run lint", "0 issues.")
+    s.say("All lint issues fixed.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.open_items == ["not run, the user declined it: `mise run fmt`, `mise run test:ci`"]
+    # Once every declined check ran after all (failing or passing), nothing is left unrun.
+    s.bash("mise run fmt && mise run test:ci", "ok")
+    s.say("Formatted, and the CI tests pass.")
+    assert not any("declined" in item for item in read(s).open_items)
+
+
 def test_a_call_claude_code_was_not_permitted_to_make_waits_on_the_user_and_is_no_failure(tmp_path: Path) -> None:
     # Claude Code run where no one answers its permission prompt (headless, the Agent SDK, a UI wrapping it) answers
     # the call itself: nothing ran, and no one said no.
@@ -406,6 +427,9 @@ def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no
     assert reading.ending is not None and reading.ending.kind == "completed"
     assert reading.ending.conclusion == "`auth/jwt.py` now compares aware datetimes."  # "Done." says nothing
     assert reading.open_items == ["patch the 0007 migration and rerun the tests."]
+    # "Next up" labels the steps as well as "Next steps" does (a Nomos-N4s/nomos Claude Code session's last reply).
+    s.say("Fixed.\n\n**Next up**, in the order I'd take them:\n1. **#307 (D3)**: make `rl_validate` compare.\n2. #295")
+    assert read(s).open_items == ["#307 (D3): make `rl_validate` compare.", "#295"]
 
 
 def test_an_offer_without_an_object_names_what_was_just_written_and_new_issues_stay_open(tmp_path: Path) -> None:
