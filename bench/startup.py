@@ -167,7 +167,8 @@ def is_heading(item: str) -> bool:
         return True
     if text.endswith(":") and len(words) <= 5:
         return True
-    return bool(words) and not words[0][0].isalnum() and words[0][0] not in "`'\"([/.~$-" and len(words) <= 5
+    lead = bool(words) and not words[0][0].isalnum() and words[0][0] not in "`'\"([/.~$-"
+    return lead and not re.match(r"#\d", words[0]) and len(words) <= 5
 
 
 def command_of(line: str) -> str:

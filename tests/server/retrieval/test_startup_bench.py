@@ -43,10 +43,16 @@ def test_noise_counts_read_only_commands_given_as_facts_and_bare_headings_as_ope
             "  - `git status && git push origin main` passed (ok)",
             "- Still open:",
             "  - Key improvements:",
+            "  - ## Next steps",
+            "  - #307 (D3): make `rl_validate` compare",
             "  - unfinished request: commit",
         ]
     )
-    assert startup.noise(memory) == ["- `rtk git status` passed (ok)", "open item: Key improvements:"]
+    assert startup.noise(memory) == [
+        "- `rtk git status` passed (ok)",
+        "open item: Key improvements:",
+        "open item: ## Next steps",
+    ]
 
 
 @pytest.mark.parametrize(
