@@ -3,7 +3,9 @@
 An agent starts this command after every turn, so its process start is paid all day.
 typer (with the click it carries), pydantic-settings and the full settings class were a
 sixth of that start-up, counted in instructions, and a hook needs none of them: its
-three flags parse with ``argparse`` and its settings come from `StoreSettings`. So the
+three flags are read from the argument list by `parse_hook_call` (``argparse``, with the
+``shutil`` and ``gettext`` it loads, was a fifth of the queued path's instructions) and its
+settings come from `StoreSettings`. So the
 console script (``palimpsest.server.cli.launch``) runs a plain hook call here directly,
 and leaves anything else (``--help``, an unknown agent or flag) to the typer group in
 ``palimpsest.server.cli.feed``, which registers the same command with the same flags
@@ -23,39 +25,43 @@ This module imports at the top only what parsing needs; running the hook imports
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from palimpsest.server.agents.registry import NAMES, entry_named
 from palimpsest.server.cli.hook_call import FOLLOW_UP_SETTING, HookCall, start_follow_up
 
-
-def flag_parser() -> argparse.ArgumentParser:
-    """The hook command's flags, as the typer command in ``palimpsest.server.cli.feed`` declares them.
-
-    No ``--help`` and no abbreviations: those, like any flag not listed here, go to typer.
-    """
-    parser = argparse.ArgumentParser(
-        prog="palimpsest hook AGENT", add_help=False, allow_abbrev=False, exit_on_error=False
-    )
-    parser.add_argument("--partition")
-    parser.add_argument("--store")
-    parser.add_argument("--json", action="store_true")
-    return parser
+#: The hook command's flags, as the typer command in ``palimpsest.server.cli.feed`` declares them, each with
+#: whether it takes a value. No ``--help`` and no abbreviations: those, like any flag not listed here, go to typer.
+FLAGS = {"--partition": True, "--store": True, "--json": False}
 
 
 def parse_hook_call(args: list[str]) -> HookCall | None:
-    """``args`` (after ``hook``) as a hook call, or None when typer should answer them (help, a usage error)."""
+    """``args`` (after ``hook``) as a hook call, or None when typer should answer them (help, a usage error).
+
+    A flag's value comes after ``=`` or as the next argument, as typer reads it; a value
+    that looks like a flag (``--store --json``) is a usage error, left to typer to name. The
+    last of a repeated flag counts.
+    """
     if not args or args[0] not in NAMES:
         return None
-    try:
-        flags, rest = flag_parser().parse_known_args(args[1:])
-    except argparse.ArgumentError:
-        return None
-    if rest:
-        return None
-    return HookCall(agent=args[0], partition=flags.partition, store=flags.store, json=flags.json)
+    values: dict[str, str] = {}
+    json = False
+    rest = iter(args[1:])
+    for arg in rest:
+        name, equals, value = arg.partition("=")
+        takes = FLAGS.get(name)
+        if takes is None or (equals and not takes):
+            return None
+        if not takes:
+            json = True
+            continue
+        if not equals:
+            value = next(rest, "-")
+            if value.startswith("-"):
+                return None
+        values[name] = value
+    return HookCall(agent=args[0], partition=values.get("--partition"), store=values.get("--store"), json=json)
 
 
 def run_hook_call(call: HookCall) -> int:

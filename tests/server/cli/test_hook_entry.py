@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from palimpsest.server.agents.registry import NAMES
 from palimpsest.server.cli.feed import hook_app
-from palimpsest.server.cli.hook_command import HookCall, flag_parser, parse_hook_call
+from palimpsest.server.cli.hook_command import FLAGS, HookCall, parse_hook_call
 from palimpsest.server.settings import Settings
 from palimpsest.server.store_settings import StoreSettings, invalid_configuration
 
@@ -33,10 +33,12 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def test_the_fast_parser_knows_exactly_the_typer_commands_flags() -> None:
     group = typer.main.get_group(hook_app)
     assert sorted(group.commands) == sorted(NAMES)
-    fast = sorted(option for action in flag_parser()._actions for option in action.option_strings)
+    fast = sorted(FLAGS)
     for name, command in group.commands.items():
         typed = sorted(option for param in command.params for option in param.opts if option.startswith("--"))
         assert typed == fast, name
+        takes = {option: not param.is_flag for param in command.params for option in param.opts if option in FLAGS}
+        assert takes == FLAGS, name
 
 
 @pytest.mark.parametrize(
@@ -46,6 +48,7 @@ def test_the_fast_parser_knows_exactly_the_typer_commands_flags() -> None:
         (["codex", "--json"], HookCall(agent="codex", json=True)),
         (["cursor", "--store=sqlite:///m.db", "--partition", "team"], HookCall("cursor", "team", "sqlite:///m.db")),
         (["windsurf", "--partition=a b"], HookCall(agent="windsurf", partition="a b")),
+        (["claude", "--store", "x.db", "--store=y.db", "--json"], HookCall("claude", None, "y.db", json=True)),
     ],
 )
 def test_a_plain_hook_call_parses_without_typer(args: list[str], call: HookCall) -> None:
@@ -63,6 +66,9 @@ def test_a_plain_hook_call_parses_without_typer(args: list[str], call: HookCall)
         ["claude", "--part", "x"],
         ["claude", "--store"],
         ["claude", "extra"],
+        ["claude", "--store", "--json"],
+        ["claude", "--json=yes"],
+        ["claude", "-j"],
     ],
 )
 def test_help_and_usage_errors_are_left_to_typer(args: list[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -188,8 +189,15 @@ def test_the_fast_path_imports_no_pydantic_asyncio_or_store(queued: dict[str, st
         )
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
     assert "palimpsest.server.feeds.spool" in imported, done.stderr[-2000:]
-    assert not {"pydantic", "asyncio", "palimpsest.graph_schema.store", "palimpsest.graph_schema.models"} & imported
+    heavy = {"pydantic", "asyncio", "palimpsest.graph_schema.store", "palimpsest.graph_schema.models"}
+    # Nor argparse (with shutil and gettext) nor OpenSSL (``_hashlib``): a fifth and a tenth of the queued path.
+    assert not (heavy | {"argparse", "_hashlib"}) & imported
     assert pending(spool_for(url)) == 1
+
+
+def test_a_spool_is_named_as_before_so_turns_queued_by_an_older_version_are_drained(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    assert spool_for(url).key == hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
 
 
 def test_concurrent_hooks_lose_and_duplicate_nothing(queued: dict[str, str], tmp_path: Path) -> None:
