@@ -313,11 +313,23 @@ def question_text(args: dict[str, object]) -> str | None:
 _HEADING = re.compile(r"^#{1,3}\s+(?:Plan:\s*)?(.+?)\s*$", re.MULTILINE)
 
 
+def _cut(command: str, shown: str) -> bool:
+    """Whether naming ``command`` by ``shown`` (its first line, 70 characters of it) leaves part of it out.
+
+    ``git add ... && git commit -m "$(cat <<'EOF'`` is all the first line of a commit written
+    with a heredoc says: the ``&& git push`` after the message is lost.
+    """
+    rest = [line for line in command.strip().splitlines()[1:] if line.strip()]
+    return len(shown) > 70 or bool(rest)
+
+
 def describe_call(call: ToolCall) -> str:
     """A call named for a person: tool (MCP prefix dropped) and what it acts on.
 
     A call whose input is a plan (``ExitPlanMode``) is named by the plan's first heading:
-    "ExitPlanMode (plan: Add Agent Logos to Context Tab)".
+    "ExitPlanMode (plan: Add Agent Logos to Context Tab)". A command too long for its first
+    line to say all it does is named by the description the agent gave it, as Claude Code's
+    ``Bash`` takes one: "Bash (Commit and push poem, essay and log: `git add poem.md …`)".
     """
     name = call.name.rsplit("__", 1)[-1]
     plan = call.args.get("plan")
@@ -328,6 +340,9 @@ def describe_call(call: ToolCall) -> str:
     path = path_arg(call.args)
     command = shell_command(call.args)
     target = (path.rstrip("/").rsplit("/", 1)[-1] if path else "") or (shell_commands.shown(command) if command else "")
+    description = call.args.get("description")
+    if command and isinstance(description, str) and description.strip() and _cut(command, target):
+        return f"{name} ({clip(description.strip(), 70)}: `{clip(target, 40)}`)"
     for key in ("description", "issueId", "id", "title", "skill", "subagent_type", "pattern", "query", "url"):
         value = call.args.get(key)
         if not target and isinstance(value, str) and value:

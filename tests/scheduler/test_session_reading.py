@@ -137,6 +137,25 @@ def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_pa
     assert again.ending is not None and again.ending.kind == "completed" and again.open_items == []
 
 
+def test_a_call_cut_off_whose_first_line_hides_its_end_is_named_by_its_description(tmp_path: Path) -> None:
+    # Shape of a Claude Code session (blind4, NewClaude): a commit written with a heredoc, then `&& git push`, is
+    # the call the session ended on; its first line says nothing of the push, its description does.
+    s = Claude(tmp_path, "cccc-heredoc", branch=NO_REPOSITORY)
+    s.ask("Commit and push the poem")
+    command = (
+        "git add poem.md essay.md && git commit -m \"$(cat <<'EOF'\nAdd poem\n\nCo-Authored-By: Claude\nEOF\n)\" "
+        "&& git push"
+    )
+    s.call("Bash", {"command": command, "description": "Commit and push poem and essay"})
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    named = "Bash (Commit and push poem and essay: `git add poem.md essay.md && git commit…`)"
+    assert f"waiting on {named} (started, no result)" in reading.open_items
+    # A command its first line names whole is named by itself, described or not.
+    s.call("Bash", {"command": "git push origin main", "description": "Push to origin"})
+    assert "waiting on Bash git push origin main (started, no result)" in read(s).open_items
+
+
 def test_checks_the_user_declined_and_that_never_ran_after_stay_open(tmp_path: Path) -> None:
     # Shape of an entireio/cli Claude Code session: the user rejects the full check run ("i'll take it from here"),
     # then asks for the lint alone; the format and the CI tests were never run.
