@@ -480,7 +480,9 @@ class _Reader:
             shown = shell_commands.shown(state.command)
             kinds = shell_commands.families(state.command) if state.category == "check" else frozenset({shown})
             if state.category == "check":
-                kinds |= _script_families(body)
+                # What a script runs, once its runner echoed it, stays known: ``just check`` that passes after
+                # failing on its echoed ``pytest --cov ...`` fixed that pytest run too.
+                kinds |= _script_families(body, state.command) | self.kinds.get(shown, frozenset())
                 for known in [cmd for cmd in turn.checks if self.kinds.get(cmd, frozenset()) & kinds]:
                     del turn.checks[known]
                 self.kinds[shown] = kinds
@@ -566,17 +568,25 @@ def _after(known: str | None, action: str) -> str:
 #: The line a package manager prints before running a script: bun's and yarn's ``$ biome check .``, npm's and
 #: pnpm's ``> biome check .`` (after their ``> name@1.0.0 lint`` header).
 _SCRIPT_LINE = re.compile(r"^(?:\$|>) (?!\S+@\S* \S)(\S.*)$", re.MULTILINE)
+#: Runners that echo each recipe line bare before running it (``just check`` prints ``pytest tests/ --cov=src``).
+_ECHOING_RUNNERS = re.compile(r"^(?:just|make|gmake)\b")
+#: The line Claude Code puts before a failed command's output.
+_EXIT_LINE = re.compile(r"^Exit code \d+\n")
 
 
-def _script_families(output: str) -> frozenset[str]:
+def _script_families(output: str, command: str) -> frozenset[str]:
     """The checks a package script ran, read from the line its runner echoes first (none when it echoes none).
 
-    ``bun run lint`` failing on ``$ biome check .`` is fixed by a later ``bunx biome check`` passing.
+    ``bun run lint`` failing on ``$ biome check .`` is fixed by a later ``bunx biome check`` passing;
+    ``just`` and ``make`` echo the recipe's line with no prompt, as the output's first line.
     """
     found = _SCRIPT_LINE.search(output[:2000])
-    if found is None or shell_commands.category(found.group(1)) != "check":
+    line = found.group(1) if found is not None else None
+    if line is None and _ECHOING_RUNNERS.match(shell_commands.shown(command)):
+        line = _EXIT_LINE.sub("", output[:2000].lstrip(), count=1).split("\n", 1)[0].strip()
+    if not line or shell_commands.category(line) != "check":
         return frozenset()
-    return shell_commands.families(found.group(1))
+    return shell_commands.families(line)
 
 
 def _written(state: _Call) -> list[tuple[str, str]]:

@@ -156,6 +156,27 @@ def test_a_call_cut_off_whose_first_line_hides_its_end_is_named_by_its_descripti
     assert "waiting on Bash git push origin main (started, no result)" in read(s).open_items
 
 
+def test_a_recipe_runner_that_echoed_its_check_fixes_that_check_when_it_passes_later(tmp_path: Path) -> None:
+    # Shape of DRMacIver/claude-reliability's coverage-test-fix snapshot: `just` echoes its recipe's line bare, so its
+    # first failure says it runs pytest; the agent runs that pytest by hand (failing), fixes the test, and `just
+    # check` passes, its output a pytest run with no echo before it.
+    s = Claude(tmp_path, "rrrr-recipe", branch=NO_REPOSITORY)
+    s.ask("Run just check to run the quality checks. If it fails, fix the issues and try again.")
+    recipe = "pytest tests/ --cov=src --cov-report=term-missing --cov-fail-under=100"
+    s.bash(
+        "just check",
+        f"Exit code 127\n{recipe}\nsh: 1: pytest: Permission denied\nerror: Recipe `check` failed on line 2",
+        error=True,
+    )
+    s.bash(f"python -m {recipe}", "Exit code 1\nERROR: Coverage failure: total of 50 is less than 100", error=True)
+    s.tool("Edit", {"file_path": f"{CWD}/tests/test_math_utils.py", "old_string": "a", "new_string": "b"}, "updated")
+    s.bash("just check", "==== test session starts ====\ntests/test_math_utils.py .  [100%]\nTOTAL 2 0 100%")
+    s.say("The quality checks now pass: the test now calls `add_numbers`, which brought coverage to 100%.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert not any("still failing" in item for item in reading.open_items)
+
+
 def test_checks_the_user_declined_and_that_never_ran_after_stay_open(tmp_path: Path) -> None:
     # Shape of an entireio/cli Claude Code session: the user rejects the full check run ("i'll take it from here"),
     # then asks for the lint alone; the format and the CI tests were never run.
