@@ -46,7 +46,7 @@ def parse_hook_call(args: list[str]) -> HookCall | None:
     if not args or args[0] not in NAMES:
         return None
     values: dict[str, str] = {}
-    json = False
+    as_json = False
     rest = iter(args[1:])
     for arg in rest:
         name, equals, value = arg.partition("=")
@@ -54,14 +54,14 @@ def parse_hook_call(args: list[str]) -> HookCall | None:
         if takes is None or (equals and not takes):
             return None
         if not takes:
-            json = True
+            as_json = True
             continue
         if not equals:
             value = next(rest, "-")
             if value.startswith("-"):
                 return None
         values[name] = value
-    return HookCall(agent=args[0], partition=values.get("--partition"), store=values.get("--store"), json=json)
+    return HookCall(agent=args[0], partition=values.get("--partition"), store=values.get("--store"), json=as_json)
 
 
 def run_hook_call(call: HookCall) -> int:
