@@ -42,7 +42,10 @@ Subjects, so that a later fact supersedes an earlier one about the same thing
   subagent_type=plugin:x";
 - ``dependency:NAME``, kind ``dependency``: "Added dependency NAME (uv add)";
 - ``config:KEY``, kind ``configuration``: "Set KEY to VALUE" (``git config``, ``export``,
-  ``npm config set``, ``poetry config``).
+  ``npm config set``, ``poetry config``);
+- ``hook:stop:SCRIPT``, kind ``configuration``: "A Stop hook (stop.sh) kept the agent from
+  stopping: Cannot exit with unstaged changes.", from Claude Code's "Stop hook feedback:"
+  line: the project's own rule, which the next session meets again.
 
 A call without a result yet yields nothing; `structural_facts` says where the unsettled
 calls begin, so extraction stops there and reads them again with their results.
@@ -185,6 +188,10 @@ def structural_facts(
                 ended = running.pop(notice.task_id, None)
                 if ended is not None and not notice.stopped():
                     facts += _result_facts(ended[1], ended[0], notice.as_result(message), failures, tools)
+            blocked = _stop_hook(message)
+            if blocked is not None:
+                facts.append(blocked)
+                continue
             if not message.content.lstrip().startswith("<task-notification>"):
                 prompted = index
         call = tool_call(message)
@@ -217,6 +224,33 @@ def structural_facts(
     if not wait:
         return StructuralReading(facts, len(messages))
     return StructuralReading([fact for fact in facts if _before(fact, messages, settled)], settled)
+
+
+#: Claude Code's message when a Stop hook blocks the agent from stopping: ``Stop hook feedback:\n[COMMAND]: OUTPUT``.
+_STOP_HOOK = re.compile(r"^\s*Stop hook feedback:\s*\n?\s*\[([^\]\n]+)\]:\s*(.*)", re.DOTALL)
+#: Longest reason kept from a Stop hook's output.
+_HOOK_CHARS = 160
+
+
+def _stop_hook(message: Message) -> StructuralFact | None:
+    """The rule a Stop hook holds the agent to, from its feedback: its first line that is no heading.
+
+    A hook that blocks stopping (commit first, run the checks) is the project's rule, met
+    again in every session; its last feedback is the current fact.
+    """
+    found = _STOP_HOOK.match(message.content[:4000])
+    if found is None:
+        return None
+    script = found.group(1).strip().rsplit("/", 1)[-1]
+    lines = [line.strip() for line in found.group(2).splitlines()]
+    reason = next((line for line in lines if line and not line.startswith("#")), "")
+    said = f": {clip(reason, _HOOK_CHARS)}" if reason else ""
+    return StructuralFact(
+        f"A Stop hook ({script}) kept the agent from stopping{said}",
+        "configuration",
+        f"hook:stop:{script}",
+        (message.id,),
+    )
 
 
 def _write_facts(call: ToolCall, sources: tuple[str, ...], failures: dict[str, _Failure]) -> list[StructuralFact]:

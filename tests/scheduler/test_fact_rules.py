@@ -282,6 +282,27 @@ def test_a_rejected_write_is_a_decision_and_no_file_change(tmp_path: Path) -> No
     ]
 
 
+def test_a_stop_hook_that_kept_the_agent_working_is_the_projects_rule(tmp_path: Path) -> None:
+    # Claude Code's line when a Stop hook blocks (DRMacIver/claude-reliability's plugin, its snapshot sessions): the
+    # hook's command in brackets, then what it printed, headings first.
+    s = Claude(tmp_path, "hhhh-stop-hook")
+    s.ask("Add a multiply_numbers function")
+    s.tool("Edit", {"file_path": f"{CWD}/src/math_utils.py", "old_string": "a", "new_string": "b"}, "updated")
+    s.say("Added `multiply_numbers`.")
+    s.ask(
+        "Stop hook feedback:\n[${CLAUDE_PLUGIN_ROOT}/scripts/hooks/stop.sh]: # Running Quality Checks...\n\n"
+        "# Uncommitted Changes Detected\n\nCannot exit with unstaged changes.\n\nBefore stopping, please:\n"
+    )
+    assert [(fact.kind, fact.subject, fact.text) for fact in facts(s)] == [
+        ("change", f"file:{CWD}/src/math_utils.py", f"Edited {CWD}/src/math_utils.py"),
+        (
+            "configuration",
+            "hook:stop:stop.sh",
+            "A Stop hook (stop.sh) kept the agent from stopping: Cannot exit with unstaged changes.",
+        ),
+    ]
+
+
 def test_a_call_not_permitted_ran_nothing_and_its_later_run_is_told_under_the_same_subject(tmp_path: Path) -> None:
     # Claude Code run where no one answers its permission prompt (SamuelRodriguess/acmebank-service's session).
     s = Claude(tmp_path, "dddd-not-granted")
