@@ -315,14 +315,17 @@ def question_text(args: dict[str, object]) -> str | None:
 _HEADING = re.compile(r"^#{1,3}\s+(?:Plan:\s*)?(.+?)\s*$", re.MULTILINE)
 
 
+#: Longest target a call is named by (a file, a command's first line).
+_TARGET_CHARS = 70
+
+
 def _cut(command: str, shown: str) -> bool:
-    """Whether naming ``command`` by ``shown`` (its first line, 70 characters of it) leaves part of it out.
+    """Whether naming ``command`` by ``shown`` (its first line, `_TARGET_CHARS` of it) leaves part of it out.
 
     ``git add ... && git commit -m "$(cat <<'EOF'`` is all the first line of a commit written
     with a heredoc says: the ``&& git push`` after the message is lost.
     """
-    rest = [line for line in command.strip().splitlines()[1:] if line.strip()]
-    return len(shown) > 70 or bool(rest)
+    return len(shown) > _TARGET_CHARS or any(line.strip() for line in command.strip().splitlines()[1:])
 
 
 def describe_call(call: ToolCall) -> str:
@@ -344,9 +347,9 @@ def describe_call(call: ToolCall) -> str:
     target = (path.rstrip("/").rsplit("/", 1)[-1] if path else "") or (shell_commands.shown(command) if command else "")
     description = call.args.get("description")
     if command and isinstance(description, str) and description.strip() and _cut(command, target):
-        return f"{name} ({clip(description.strip(), 70)}: `{clip(target, 40)}`)"
+        return f"{name} ({clip(description.strip(), _TARGET_CHARS)}: `{clip(target, 40)}`)"
     for key in ("description", "issueId", "id", "title", "skill", "subagent_type", "pattern", "query", "url"):
         value = call.args.get(key)
         if not target and isinstance(value, str) and value:
             target = value
-    return f"{name} {clip(target, 70)}".strip()
+    return f"{name} {clip(target, _TARGET_CHARS)}".strip()

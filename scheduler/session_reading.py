@@ -459,7 +459,7 @@ class _Reader:
         if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):
             state.category = "other"  # the tool never started: no check of the project failed
         state.result = "failed" if failed else "ok"
-        if not failed:
+        if not failed and self.not_granted:
             self.not_granted.pop(marks.describe_call(state.call), None)
         if state.call.name not in TODO_TOOLS:
             self.turn.last = "result"
@@ -482,7 +482,7 @@ class _Reader:
             if state.category == "check":
                 # What a script runs, once its runner echoed it, stays known: ``just check`` that passes after
                 # failing on its echoed ``pytest --cov ...`` fixed that pytest run too.
-                kinds |= _script_families(body, state.command) | self.kinds.get(shown, frozenset())
+                kinds |= _script_families(body, shown) | self.kinds.get(shown, frozenset())
                 for known in [cmd for cmd in turn.checks if self.kinds.get(cmd, frozenset()) & kinds]:
                     del turn.checks[known]
                 self.kinds[shown] = kinds
@@ -574,15 +574,16 @@ _ECHOING_RUNNERS = re.compile(r"^(?:just|make|gmake)\b")
 _EXIT_LINE = re.compile(r"^Exit code \d+\n")
 
 
-def _script_families(output: str, command: str) -> frozenset[str]:
+def _script_families(output: str, shown: str) -> frozenset[str]:
     """The checks a package script ran, read from the line its runner echoes first (none when it echoes none).
 
     ``bun run lint`` failing on ``$ biome check .`` is fixed by a later ``bunx biome check`` passing;
-    ``just`` and ``make`` echo the recipe's line with no prompt, as the output's first line.
+    ``just`` and ``make`` echo the recipe's line with no prompt, as the output's first line. ``shown``
+    is the command as `shell_commands.shown` names it.
     """
     found = _SCRIPT_LINE.search(output[:2000])
     line = found.group(1) if found is not None else None
-    if line is None and _ECHOING_RUNNERS.match(shell_commands.shown(command)):
+    if line is None and _ECHOING_RUNNERS.match(shown):
         line = _EXIT_LINE.sub("", output[:2000].lstrip(), count=1).split("\n", 1)[0].strip()
     if not line or shell_commands.category(line) != "check":
         return frozenset()
