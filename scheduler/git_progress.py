@@ -30,6 +30,10 @@ steps, in order (`session_reading` feeds each successful call):
   pushed, or git said the branch is ahead of its upstream ("use git push to publish your
   local commits"). Many users push themselves, and a commit is the work done.
 
+Where the calls show no git state (Cursor keeps no results; files the user changed and the
+agent left alone), the last reply's own word stands for it: "Not committed (left unstaged /
+untracked): …" and "Nothing was pushed." are open items, under the same prefixes.
+
 Files outside the project (a temporary folder, an agent's own folder such as
 ``~/.claude/plans``, a dot file of the home folder such as ``~/.zshrc``) are no work to
 commit. Uncommitted files are told when git is in play in the session (it staged,
@@ -68,6 +72,22 @@ _PUBLISHING = (["pr", "create"], ["pr", "new"], *shell_commands.GH_STACK_PUSHES)
 #: Words that speak of pushing, in a request, or in a last reply saying the work is not pushed yet.
 PUSH_WORDS = re.compile(r"\bpush(?:ed|ing)?\b", re.IGNORECASE)
 NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't) (?:been )?pushed)\b", re.IGNORECASE)
+#: A reply's own word that work stays out of git's history: "Not committed (left unstaged / untracked): …",
+#: "Nothing was pushed.", "I haven't pushed; …". Where the session's calls show no git state (Cursor keeps no
+#: results; the user's own edits), that word is all a later session has.
+_SAID_UNPUSHED = re.compile(
+    r"\b(?:not|never|nothing (?:else )?(?:was|is|has been)|haven't|have not|hasn't|has not|isn't|is not|aren't|"
+    r"are not|wasn't|was not|weren't|were not)\s+(?:yet\s+|been\s+)*pushed\b|\bunpushed\b",
+    re.IGNORECASE,
+)
+_SAID_UNCOMMITTED = re.compile(
+    r"\b(?:not|never|nothing (?:else )?(?:was|is|has been)|haven't|have not|hasn't|has not|isn't|is not|aren't|"
+    r"are not|wasn't|was not|weren't|were not)\s+(?:yet\s+|been\s+)*(?:committed|staged)\b"
+    r"|\b(?:left|remain(?:s|ing)?|still)\s+(?:unstaged|untracked|uncommitted)\b|^(?:uncommitted|unstaged|untracked)\b",
+    re.IGNORECASE,
+)
+#: "Nothing is left uncommitted", "no files remain untracked": the reply says all is recorded.
+_SAID_NONE_LEFT = re.compile(r"\b(?:nothing|none|no \w+)\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:left|remain)", re.I)
 #: What ``git status`` says of commits the upstream branch lacks, and of a branch that has none it lacks.
 _AHEAD = re.compile(r"\bYour branch is ahead of '[^']+' by \d+ commits?\b")
 _UP_TO_DATE = re.compile(r"\bYour branch is up to date with '[^']+'")
@@ -241,6 +261,27 @@ class GitProgress:
             return []
         when = "after the last commit" if self.committed else "not committed in the session"
         return [clip(f"{UNCOMMITTED} ({when}): {_listing(names)}", 160)]
+
+
+def said_left_out(sentences: list[str], told: list[str]) -> list[str]:
+    """The sentences of a last reply saying work is not committed or not pushed, as open items.
+
+    Each is told under the prefix of the item the calls would have given (so a later
+    session's commit or push settles it), unless ``told`` holds that item already.
+    """
+    items: list[str] = []
+    for sentence in sentences:
+        if _SAID_NONE_LEFT.search(sentence):
+            continue
+        if _SAID_UNPUSHED.search(sentence):
+            prefix = UNPUSHED
+        elif _SAID_UNCOMMITTED.search(sentence):
+            prefix = UNCOMMITTED
+        else:
+            continue
+        if not any(item.startswith(prefix) for item in told + items):
+            items.append(clip(f"{prefix}, the last reply says: {sentence}", 200))
+    return items
 
 
 def _listing(names: list[str]) -> str:

@@ -63,7 +63,14 @@ from typing import Literal
 from palimpsest.graph_schema.models import Message, Role
 from palimpsest.scheduler import agent_marks as marks
 from palimpsest.scheduler import reply_text, shell_commands
-from palimpsest.scheduler.git_progress import GIT_STATE, GIT_WORDS, NOT_PUSHED, PUSH_WORDS, GitProgress
+from palimpsest.scheduler.git_progress import (
+    GIT_STATE,
+    GIT_WORDS,
+    NOT_PUSHED,
+    PUSH_WORDS,
+    GitProgress,
+    said_left_out,
+)
 from palimpsest.scheduler.session_facts import (
     READ_TOOLS,
     SHELL_TOOLS,
@@ -956,6 +963,15 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     if ending.kind == "answered" and final is not None and _REPORTED_ERROR.search(final.text):
         found.append(f"not confirmed fixed: {final.text}")
     found += reader.git.left_in_project(git_spoken)
+    if turn.replies:
+        said = [
+            sentence
+            for unit in reply_text.units(turn.replies[-1].content)
+            if unit.kind in ("para", "bullet")
+            for sentence in reply_text.sentences(unit.text)
+            if not any(sentence[:60] in item for item in found)  # a step already told ("… never committed")
+        ]
+        found += said_left_out(said, found)
     # A step an offer quotes as what it is about ("I skipped the gate… Say the word if you want it run") is told once.
     quoted = [item[len(OFFERED) :].split("…")[0] for item in found if item.startswith(OFFERED)]
     return [

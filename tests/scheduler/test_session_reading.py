@@ -1154,6 +1154,37 @@ def test_work_left_out_of_git_is_open_files_never_committed_and_commits_never_pu
     assert read(s).open_items == ["uncommitted changes (after the last commit): README.md"]
 
 
+def test_a_last_reply_saying_work_is_left_out_of_git_is_open_when_the_calls_show_none(tmp_path: Path) -> None:
+    # The shape of a Cursor session of blind10 (db3ab4dc): the user's own edits sit beside the agent's, the agent
+    # commits only its part and says what it left out; no call shows the rest, so the reply is the only word.
+    s = Claude(tmp_path, "g1g2-said")
+    s.ask("Execute the selected diff-tab commit action.")
+    s.bash(
+        "git add frontend/src/lib/sessionOrder.ts && git commit -m 'feat(frontend): session reorder sync'",
+        "[develop 1f2d0b6] feat(frontend): session reorder sync\n 1 file changed, 12 insertions(+)",
+    )
+    s.say(
+        "Created commit `1f2d0b6` on `develop` with only the frontend updates.\n\n"
+        "Not committed (left unstaged / untracked): `ai-history/*` and `backend/src/modules/import/*`. "
+        "Nothing was pushed."
+    )
+    assert read(s).open_items == [
+        "uncommitted changes, the last reply says: Not committed (left unstaged / untracked): `ai-history/*` and "
+        "`backend/src/modules/import/*`.",
+        "committed, not pushed, the last reply says: Nothing was pushed.",
+    ]
+    # A reply that says all is recorded leaves nothing; where the calls show the state, theirs is the one item.
+    s.ask("Commit the rest and push.")
+    s.bash("git add -A && git commit -m 'chore: the rest'", "[develop 5e0c2aa] chore: the rest\n 3 files changed")
+    s.bash("git push origin develop", "To github.com:acme/app.git\n   7990152..5e0c2aa  develop -> develop")
+    s.say("Committed and pushed `5e0c2aa`; nothing is left uncommitted.")
+    assert read(s).open_items == []
+    s.ask("Add the changelog entry and commit it.")
+    s.tool("Edit", {"file_path": f"{CWD}/CHANGELOG.md", "old_string": "a", "new_string": "b"}, "ok")
+    s.say("Added the entry. `CHANGELOG.md` is not committed yet: the commit hook needs your GPG key.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): CHANGELOG.md"]
+
+
 def test_what_a_session_that_never_speaks_of_git_changed_in_a_repository_is_told_last(tmp_path: Path) -> None:
     # Claude Code records the session's branch in a repository (Safecast/safecast-map-MCP's session edits three
     # tools and never runs git); a file outside the project's folder is no part of it.
