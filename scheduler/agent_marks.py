@@ -227,6 +227,33 @@ def ask_text(text: str) -> str:
     return shown
 
 
+#: How a long request closes on the answer it wants ("Output a concise verdict: for each claim CONFIRM / REFUTE /
+#: PARTIAL ...", "Return CLEAN if all prior findings are resolved"): a task handed to an agent by a script or another
+#: agent. Not code ("return a.localeCompare(b);"): a word and an opening parenthesis, a closing semicolon.
+_ASKS_FOR = re.compile(
+    r"^(?:output|return|produce|deliver|report back|reply with|respond with|answer with|end with|finish with)\s+"
+    r"(?!\S*\()[^;]*$",
+    re.IGNORECASE,
+)
+#: How many of a request's last paragraphs its closing instruction may stand in.
+_CLOSING_PARAGRAPHS = 2
+
+
+def asked_output(text: str) -> str | None:
+    """What a long request asks to be handed back, from its closing lines; None when it says nothing of it.
+
+    The one-line request keeps the request's first words; a task cut off before its answer
+    lost what that answer had to be, which stands at the end.
+    """
+    if len(text) <= ASK_CHARS:
+        return None
+    for paragraph in re.split(r"\n\s*\n", text.strip())[-_CLOSING_PARAGRAPHS:]:
+        for sentence in reply_text.sentences(reply_text.plain(paragraph)):
+            if _ASKS_FOR.match(sentence):
+                return clip(sentence, ASK_CHARS)
+    return None
+
+
 def answers(result: str) -> list[str]:
     """The user's answers in a question tool's result, in order.
 

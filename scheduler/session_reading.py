@@ -158,6 +158,8 @@ class Ask:
     #: ``shell`` (a command the user ran, that the agent acted on).
     via: str = "prompt"
     outcome: str = ""
+    #: What the request asked to be handed back, where its one-line text leaves it out (`agent_marks.asked_output`).
+    asked_for: str | None = None
     turn: _Turn = field(default_factory=lambda: _Turn(), repr=False, compare=False)
 
 
@@ -322,7 +324,9 @@ class _Reader:
             said = self.last_prompt if previous.via == "prompt" else previous.text
             self.reading.undone.append(clip(said, UNDONE_CHARS))
         self.last_prompt = " ".join(text.split())
-        self.ask(marks.ask_text(text), message, position, "prompt")
+        made = self.ask(marks.ask_text(text), message, position, "prompt")
+        if made is not None:
+            made.asked_for = marks.asked_output(text)
 
     def _user_shell(self, content: str, message: Message, position: int) -> bool:
         """A command the user ran (``!cmd``) or its output: kept until the agent acts on it (see `agent_marks`)."""
@@ -886,6 +890,8 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             found.append(f"unfinished request (the agent stopped on an error): {ask.text}")
     if final is not None and cut_short:
         found.append(f"unfinished request: {final.text}")
+        if final.asked_for:
+            found.append(f"the answer it asked for, not given: {final.asked_for}")
     elif turn.last == "error" and (announced := _cut_off(turn)):
         found.append(f"announced, then stopped by an error: {announced}")
     elif change is not None and change.command is not None and final is not None:

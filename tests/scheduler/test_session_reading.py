@@ -250,6 +250,42 @@ def test_a_codex_turn_aborted_is_an_interruption(tmp_path: Path, shape: str) -> 
     assert [ask.text for ask in reading.asks] == ["Make the importer skip blank rows"]
 
 
+def test_a_task_cut_off_before_its_answer_keeps_what_the_answer_had_to_be(tmp_path: Path) -> None:
+    # The shape of two Codex rollouts of blind10 (019ef865, 019ef7de): a script hands Codex a long task whose last
+    # paragraph says what to hand back ("Output a one-paragraph verdict ..."); the session ends mid-search.
+    task = (
+        "Independently verify whether this file is safe to DELETE: scattering/scat_analysis/validation_thresholds.py"
+        "\n\nIt appears to be a pure re-export shim. Check exhaustively, do not trust my claim:\n"
+        "1. Any static import of the module path.\n2. Any dynamic reference (importlib, entry_points).\n\n"
+        "Output a one-paragraph verdict line starting with exactly 'VERDICT: SAFE_TO_DELETE' or 'VERDICT: NOT_SAFE'."
+        " Read-only; do not modify anything."
+    )
+    rollout = Codex()
+    rollout.message("user", task)
+    rollout.message("assistant", "I'm narrowing the next pass to exact import forms and package export surfaces.")
+    rollout.shell("c1", "rg -n 'validation_thresholds' --glob '*.toml'", "pyproject.toml:37: setuptools<81", 0)
+    reading = read_codex(rollout, tmp_path)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    assert reading.open_items[:2] == [
+        "unfinished request: Independently verify whether this file is safe to DELETE: "
+        "scattering/scat_analysis/validation_thre… [entry_points, SAFE_TO_DELETE, NOT_SAFE]",
+        "the answer it asked for, not given: Output a one-paragraph verdict line starting with exactly "
+        "'VERDICT: SAFE_TO_DELETE' or 'VERDICT: NOT_SAFE'.",
+    ]
+    # Answered, the task is done, and a request's closing code is no instruction.
+    rollout.message("assistant", "VERDICT: SAFE_TO_DELETE. Nothing imports the module.")
+    rollout.message(
+        "user", "Sort the names in the fixture\n\n```js\nnames.sort((a, b) => {\n" + "  // by locale\n" * 12 + "```"
+    )
+    rollout.message("user", "\n\nreturn a.localeCompare(b);")
+    reading = read_codex(rollout, tmp_path)
+    assert [ask.asked_for for ask in reading.asks] == [
+        "Output a one-paragraph verdict line starting with exactly 'VERDICT: SAFE_TO_DELETE' or 'VERDICT: NOT_SAFE'.",
+        None,
+        None,
+    ]
+
+
 def test_a_codex_command_the_user_denied_is_a_rejection(tmp_path: Path) -> None:
     rollout = Codex()
     rollout.message("user", "Clean the build folder")
