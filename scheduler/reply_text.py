@@ -483,13 +483,26 @@ def cut(text: str, limit: int) -> str:
     return head.rstrip() + "…"
 
 
+#: At most how many words a question that only details the offer before it has ("Something like `session.jsonl`?").
+_DETAIL_WORDS = 6
+
+
 def closing_question(text: str) -> str | None:
-    """The reply's last sentence when it is a question (the offer or question it ends on)."""
+    """The reply's last sentence when it is a question (the offer or question it ends on).
+
+    A short question after an offer details it ("Want me to copy it into the repo and commit
+    it? Something like `session.jsonl`?"): the two are the offer.
+    """
     blocks = [unit for unit in units(text) if unit.kind in ("para", "bullet")]
     if not blocks:
         return None
     last = sentences(blocks[-1].text)
-    return last[-1] if last and last[-1].endswith(QUESTION_MARKS) else None
+    if not last or not last[-1].endswith(QUESTION_MARKS):
+        return None
+    offer = last[-2] if len(last) > 1 and last[-2].endswith(QUESTION_MARKS) else ""
+    if offer and is_offer(offer) and not is_offer(last[-1]) and len(last[-1].split()) <= _DETAIL_WORDS:
+        return f"{offer} {last[-1]}"
+    return last[-1]
 
 
 def is_offer(question: str) -> bool:

@@ -78,6 +78,28 @@ def test_a_skill_without_arguments_is_named_by_the_prompt_it_expands_to(tmp_path
     )
 
 
+def test_a_yes_to_an_offer_detailed_by_a_short_question_is_a_request_left_without_reply(tmp_path: Path) -> None:
+    # The end of a Claude Code session of blind12 (a263b894): the offer, then a short question detailing it, the
+    # user's "yes please", and the session ends before any reply.
+    s = Claude(tmp_path, "cccd-detail")
+    s.ask("Where does Claude Code keep this session?")
+    s.say(
+        "Found it — it's a JSONL file at:\n`~/.claude/projects/-home-da-random/a263b894.jsonl`\n\nThat's our full "
+        "session transcript. Want me to copy it into the repo and commit it? Something like `session.jsonl`?"
+    )
+    s.ask("yes please")
+    reading = read(s)
+    assert asks(reading)[1] == (
+        "approval",
+        "yes please: copy it into the repo and commit it? Something like `session.jsonl`",
+    )
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    # A second question that is no detail (an offer of its own, or a long one) is the question the reply ends on.
+    s.say("Copied to `session.jsonl`. Want me to commit it? Should I also add a note on where it came from to README?")
+    s.ask("yes")
+    assert asks(read(s))[2] == ("approval", "yes: also add a note on where it came from to README")
+
+
 def test_choices_approvals_answers_and_redirects_name_what_they_chose(tmp_path: Path) -> None:
     s = Claude(tmp_path, "cccc-choices")
     s.ask("Plan the checkpoint flag")
