@@ -284,6 +284,17 @@ def agent_error(message: Message) -> bool:
     return (message.role is Role.system and metadata.get("kind") == "error") or metadata.get("api_error") is True
 
 
+#: An error that says the agent's usage ran out, not that the work failed: Claude Code's "You've hit your limit ·
+#: resets 7pm", Gemini CLI's "[API Error: You have exhausted your capacity on this model. Your quota will reset
+#: after 16h26m8s.]", a provider's rate limit or credit balance.
+USAGE_LIMIT = re.compile(
+    r"\bhit your (?:\w+ )?limit\b|\busage limit\b|\bexhausted your (?:capacity|quota)\b|"
+    r"\bquota (?:exceeded|exhausted|will reset)|\bRESOURCE_EXHAUSTED\b|\b429\b|\btoo many requests\b|"
+    r"\brate[- ]limit(?:ed|s)?\b|\bcredit balance is too low\b",
+    re.IGNORECASE,
+)
+
+
 def is_rejection(message: Message) -> bool:
     """Whether a tool result says the user rejected the call (see the module docstring for each agent)."""
     metadata = message.metadata

@@ -29,8 +29,9 @@ What was done for a request is read from the calls that followed it, up to the n
 request: files written (by write tools or by the shell: `shell_commands.effects`), commits,
 branches, checks and their last result, subagent tasks. The end state of the session is that
 of its last request: **interrupted** or **tool_rejected** when that is the last thing that
-happened; **failed** when an error the agent showed instead of going on is (an API error, a
-quota hit: `agent_marks.agent_error`; the request stays open); **stopped_mid_work** when a
+happened; **failed** when an error the agent showed instead of going on is (an API error:
+`agent_marks.agent_error`; the request stays open), but a usage limit or quota hit
+(`agent_marks.USAGE_LIMIT`) cut the agent off and is **stopped_mid_work**; **stopped_mid_work** when a
 call still had no result, or tools ran after the last reply ("cut off or interrupted": with
 no interruption mark, the transcript just ends there; an interrupted or cut-off session
 also says what its last reply announced it was about to do, and names the pending call
@@ -745,9 +746,16 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         stopped = " and interrupted the agent" if turn.halted else ""
         return Ending("tool_rejected", _join(f"the user {rejected}{stopped}", said), source)
     if turn.last == "error":
-        more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
         announced = _cut_off(turn)
         cut_off = f"; it was about to: {announced.rstrip('.')}" if announced else ""
+        exhausted = next((error for error in turn.errors if marks.USAGE_LIMIT.search(error)), None)
+        if exhausted is not None:  # the provider cut the agent off mid-request: no failure of the work
+            return Ending(
+                "stopped_mid_work",
+                _join(f"stopped mid-work, {CUT_OFF} by a usage limit: {exhausted}{cut_off}", said),
+                source,
+            )
+        more = f"; then {len(turn.errors) - 1} more, the last: {turn.errors[-1]}" if len(turn.errors) > 1 else ""
         return Ending("failed", _join(f"failed: stopped on an error: {turn.errors[0]}{more}{cut_off}", said), source)
     if not turn.last:
         return Ending("stopped_mid_work", f"stopped before any reply to the last request, {CUT_OFF}", None)
@@ -884,7 +892,10 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     # An error after the turn's changes came in place of its last reply: the work is told as done, the error as how it
     # ended; one before any change left the request undone.
     errored = turn.last == "error" and not (turn.changed or turn.effects)
-    cut_short = ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") or errored
+    # A usage limit that cut the agent off after its changes leaves them done, as any error does.
+    cut_short = (
+        ending.kind in ("interrupted", "tool_rejected", "stopped_mid_work") and turn.last != "error"
+    ) or errored
     for ask in asks[:-1] if final is not None else asks:  # earlier requests the agent answered with an error only
         if ask.turn is not turn and ask.turn.last == "error" and not ask.turn.changed and not ask.turn.replies:
             found.append(f"unfinished request (the agent stopped on an error): {ask.text}")

@@ -1473,16 +1473,21 @@ def test_a_plan_approved_and_not_carried_out_and_requests_lost_to_errors_stay_op
     ]
 
 
-def test_an_error_after_the_work_ends_the_session_failed_but_leaves_the_work_done(tmp_path: Path) -> None:
-    # entireio/cli's Gemini CLI session: ``rm docs/color.txt`` succeeds, then the quota error takes the reply's place.
-    # A commit whose output names no hash (Cursor's shell) is named by its message.
+def test_an_error_after_the_work_ends_the_session_but_leaves_the_work_done(tmp_path: Path) -> None:
+    # entireio/cli's Gemini CLI session: ``rm docs/color.txt`` succeeds, then the quota error takes the reply's place:
+    # a usage limit cut the agent off, no failure of the work. A commit whose output names no hash (Cursor's shell) is
+    # named by its message.
     s = Claude(tmp_path, "e1e1-error")
     s.ask("delete color.txt and commit, I will push later")
     s.bash("rm docs/color.txt", "")
     s.bash("git commit -am 'Remove the colour file'", "1 file changed, 1 deletion(-)")
     s.line("assistant", [{"type": "text", "text": "API Error: 429 quota exhausted"}], isApiErrorMessage=True)
     reading = read(s)
-    assert reading.ending is not None and reading.ending.kind == "failed"
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    assert (
+        reading.ending.conclusion
+        == "stopped mid-work, cut off or interrupted by a usage limit: API Error: 429 quota exhausted"
+    )
     assert reading.open_items == ['committed, not pushed: "Remove the colour file"']
     # A reply that announced its next step, then an error in place of the calls it announced (check3's Gemini CLI
     # session on SamuelRodriguess/acmebank-service, ended by "[useTextBuffer] external editor error").
@@ -1501,6 +1506,23 @@ def test_an_error_after_the_work_ends_the_session_failed_but_leaves_the_work_don
     assert reading.open_items[0].startswith(
         "announced, then stopped by an error: I will read `src/common/rateLimiter/limiter.ts` to determine"
     )
+    # Claude Code's own words for a usage limit (blind13's Spanish session a32c9b72), before any work: the request is
+    # open.
+    limited = Claude(tmp_path, "e1e2-limit", branch=NO_REPOSITORY)
+    limited.ask("que era un lemma?")
+    limited.say("La forma base de una palabra: `token.lemma_`.")
+    limited.ask("vamos por la pregunta 11")
+    limited.line(
+        "assistant",
+        [{"type": "text", "text": "You've hit your limit · resets 7pm (America/Mendoza)"}],
+        isApiErrorMessage=True,
+    )
+    reading = read(limited)
+    assert reading.ending is not None and reading.ending.conclusion == (
+        "stopped mid-work, cut off or interrupted by a usage limit: You've hit your limit · resets 7pm "
+        "(America/Mendoza)"
+    )
+    assert reading.open_items == ["unfinished request: vamos por la pregunta 11"]
 
 
 def test_files_a_command_names_after_changing_folder_are_not_the_projects_to_commit(tmp_path: Path) -> None:

@@ -147,12 +147,11 @@ def test_a_gemini_session_through_its_hook(store_url: str, tmp_path: Path) -> No
     assert not READ_ONLY.search(text)
 
 
-def test_a_gemini_session_that_ended_on_an_api_error_failed_and_its_request_stays_open(
-    store_url: str, tmp_path: Path
-) -> None:
+def test_a_gemini_session_cut_off_by_its_quota_leaves_its_request_open(store_url: str, tmp_path: Path) -> None:
     """Gemini CLI records an API error (a quota hit, a licence refused) as a notice of type
     ``error`` after the turn it cut short (shape: published Gemini CLI ``session-*.json``
-    files); the user's later slash-command errors follow it. The session failed there."""
+    files); the user's later slash-command errors follow it. A quota hit cut the session off
+    there: no failure of the work."""
     session = "a1b2c3d4-0000-4000-8000-00000000e220"
     at = "2026-01-22T20:5{}:{:02d}.000Z".format
     records = [
@@ -191,8 +190,8 @@ def test_a_gemini_session_that_ended_on_an_api_error_failed_and_its_request_stay
     ]
     text = gemini_memory(store_url, tmp_path, session, records)
     assert (
-        "- Ended: failed: stopped on an error: [API Error: You have exhausted your capacity on this model. Your quota "
-        "will reset after 0s.]; then 1 more, the last: Failed to export session: EISDIR"
+        "- Ended: stopped mid-work, cut off or interrupted by a usage limit: [API Error: You have exhausted your "
+        "capacity on this model. Your quota will reset after 0s.]\n"
     ) in text
     assert "- Still open:\n  - unfinished request: now list what is left in docs\n" in text
 
