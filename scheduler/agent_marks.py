@@ -80,8 +80,8 @@ NOISE = re.compile(
 ACK = re.compile(
     r"^(?:(?:system:\s*)?(?:please\s+)?(?:continue|go on|carry on|proceed|keep going)|ok(?:ay)?|k|thanks?|thank you|"
     r"ty|thx|cool|nice|great|perfect|awesome|lgtm|looks good(?: to me)?|sounds good|good|fine|got it|"
-    r"sorry,? (?:continue|go on)|ok,? (?:continue|works|thanks)|ok,? works\.? great|works|it works|done|"
-    r"yes|yes please|yep|yeah|y|sure|do it|go ahead|please do|ok,? do it|ok,? go ahead|approved|right|"
+    r"sorry,? (?:continue|go on)|ok(?:ay)?,? (?:continue|works|thanks)|ok,? works\.? great|works|it works|done|"
+    r"yes|yes please|yep|yeah|y|sure|do it|go ahead|please do|ok(?:ay)?,? do it|ok(?:ay)?,? go ahead|approved|right|"
     # A check-in on an agent that seems to hang ("are you stuck?"): no new ask.
     r"are you (?:stuck|there|still there|still working|still running)|(?:you )?still there|you there)"
     r"[\s.!?,👍🙏😅🏽]*$",

@@ -105,6 +105,8 @@ _JSON_LINE = re.compile(r'^[\[{]|^[A-Za-z_][\w.:-]* \{|\{"')
 _CHAT_START = re.compile(
     r"^(?:sure|ok(?:ay)?|certainly|of course|absolutely|great|perfect|awesome|got it|no problem|"
     r"you'?re welcome|thanks|thank you|happy to|glad|sorry|hope|let me|let's|i'll|i will|i can|"
+    # What the agent thinks it has to do next is no fact ("I need to match the format ...", "I should just ...").
+    r"i need to|i should|i must|i have to|i want to|"
     r"i'm going to|i am going to|here(?:'s| is| are)|feel free|good (?:question|catch|idea|point)|"
     r"alright|now,? let's|next,? i'll|(?:(?:now|next|then|first|so),? )?i'm (?:now |still |also |just )?[a-z]+ing)\b",
     re.IGNORECASE,

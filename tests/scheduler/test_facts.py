@@ -134,6 +134,10 @@ def test_kind_and_subject_rules(sentence: str, kind: str, subject: str) -> None:
         "These are the services and the databases that the team maintains today.",
         "Perfect!",
         "x " * 250 + "uses JWT",
+        # What the agent thinks it has to do next (a Cursor transcript of blind13, 564d6a7a), in plain or typographic
+        # apostrophes.
+        "I need to match the format `= <type> <operation>(` because the HLO dump writes the type first.",
+        "I should just have the user run this in their JAX container since they don’t have JAX at the host level.",
     ],
 )
 def test_chat_questions_short_long_and_indicator_free_sentences_are_skipped(sentence: str) -> None:

@@ -148,10 +148,11 @@ def test_a_rejected_call_is_no_work_done_and_ends_the_session_as_rejected(tmp_pa
     assert reading.ending.conclusion == "the user rejected Edit README.md and interrupted the agent"
     assert reading.changed == {} and not any("README" in part for part in reading.did)
     assert reading.open_items == ["unfinished request: Add the test secret to the README"]
-    # The user went on after it ("sorry, continue" is no new request, nor a check-in on an agent that seems to
-    # hang): the session is judged by what followed.
+    # The user went on after it ("sorry, continue" and "okay continue" are no new request, nor a check-in on an agent
+    # that seems to hang): the session is judged by what followed.
     s.ask("are you stuck?")
     s.ask("sorry, continue")
+    s.ask("okay continue")
     s.tool(
         "Edit", {"file_path": f"{CWD}/README.md", "old_string": "a", "new_string": "b"}, "The file has been updated."
     )
