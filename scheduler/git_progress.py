@@ -87,7 +87,9 @@ _SAID_UNCOMMITTED = re.compile(
     re.IGNORECASE,
 )
 #: "Nothing is left uncommitted", "no files remain untracked": the reply says all is recorded.
-_SAID_NONE_LEFT = re.compile(r"\b(?:nothing|none|no \w+)\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:left|remain)", re.I)
+_SAID_NONE_LEFT = re.compile(
+    r"\b(?:nothing|none|no \w+)\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:left|remain)", re.IGNORECASE
+)
 #: What ``git status`` says of commits the upstream branch lacks, and of a branch that has none it lacks.
 _AHEAD = re.compile(r"\bYour branch is ahead of '[^']+' by \d+ commits?\b")
 _UP_TO_DATE = re.compile(r"\bYour branch is up to date with '[^']+'")

@@ -30,8 +30,8 @@ request: files written (by write tools or by the shell: `shell_commands.effects`
 branches, checks and their last result, subagent tasks. The end state of the session is that
 of its last request: **interrupted** or **tool_rejected** when that is the last thing that
 happened; **failed** when an error the agent showed instead of going on is (an API error:
-`agent_marks.agent_error`; the request stays open), but a usage limit or quota hit
-(`agent_marks.USAGE_LIMIT`) cut the agent off and is **stopped_mid_work**; **stopped_mid_work** when a
+`agent_marks.agent_error`; the request stays open); **stopped_mid_work** when a usage limit
+or quota hit cut the agent off (`agent_marks.USAGE_LIMIT`: no failure of the work), when a
 call still had no result, or tools ran after the last reply ("cut off or interrupted": with
 no interruption mark, the transcript just ends there; an interrupted or cut-off session
 also says what its last reply announced it was about to do, and names the pending call
