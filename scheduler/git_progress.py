@@ -269,7 +269,8 @@ def said_left_out(sentences: list[str], told: list[str]) -> list[str]:
     """The sentences of a last reply saying work is not committed or not pushed, as open items.
 
     Each is told under the prefix of the item the calls would have given (so a later
-    session's commit or push settles it), unless ``told`` holds that item already.
+    session's commit or push settles it), unless ``told`` holds that item already, or the
+    sentence itself as another step ("... those were never committed").
     """
     items: list[str] = []
     for sentence in sentences:
@@ -280,6 +281,8 @@ def said_left_out(sentences: list[str], told: list[str]) -> list[str]:
         elif _SAID_UNCOMMITTED.search(sentence):
             prefix = UNCOMMITTED
         else:
+            continue
+        if any(sentence[:60] in item for item in told):
             continue
         if not any(item.startswith(prefix) for item in told + items):
             items.append(clip(f"{prefix}, the last reply says: {sentence}", 200))

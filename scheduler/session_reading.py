@@ -986,7 +986,6 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             for unit in reply_text.units(turn.replies[-1].content)
             if unit.kind in ("para", "bullet")
             for sentence in reply_text.sentences(unit.text)
-            if not any(sentence[:60] in item for item in found)  # a step already told ("… never committed")
         ]
         found += said_left_out(said, found)
     # A step an offer quotes as what it is about ("I skipped the gate… Say the word if you want it run") is told once.
