@@ -443,6 +443,11 @@ async def extract_facts(
     fact again changes nothing). Runs whether or not the layer is on; `evolve_facts`
     only calls it for threads whose layer is on. ``pause`` is awaited before each batch.
 
+    A call without a result yet holds the cursor before it only where the thread may still
+    bring the result: near its end. A batch that ends between a call and its result goes
+    on from the call in the same pass, so one pass reads a long session to its end; a call
+    met first by a pass, or followed by a whole batch without its result, is read past.
+
     Returns:
         How many facts the messages read this time yielded.
 
@@ -452,7 +457,7 @@ async def extract_facts(
     if batch < 1:
         raise InvalidInput(f"batch must be at least 1, got {batch}")
     state = await store.fact_layer(partition, thread_id)
-    first = state.extracted_seq + 1
+    opened = first = state.extracted_seq + 1
     extracted = 0
     while True:
         if pause is not None:
@@ -460,17 +465,18 @@ async def extract_facts(
         messages = await store.get_messages(partition, thread_id, first_seq=first, limit=batch)
         if not messages:
             break
-        complete = len(messages) < batch
+        complete = len(messages) < batch  # this batch reaches the thread's end
         reading = structural_facts(messages)
-        wait = reading.settled > 0  # a first call still unanswered: read on past it, as the next run would
+        wait = reading.settled > 0
+        if not wait and complete and first != opened:
+            break  # met again at the thread's end, still unanswered: the next pass reads past it
         if not wait:
             reading = structural_facts(messages, wait=False)
         elif reading.settled < len(messages):
-            # Stop before calls still without a result: the next run reads them with it (or,
-            # finding them first and still unanswered, reads on past them).
+            # Stop before calls still without a result: a full batch goes on from the first
+            # of them (its result may be next), the thread's end waits for the next pass.
             messages = messages[: reading.settled]
             reading = structural_facts(messages)
-            complete = True
         failures = await _current_failures(store, partition, reading.facts)
         if failures:
             reading = structural_facts(messages, failures, wait=wait)

@@ -247,6 +247,54 @@ async def test_a_call_still_unanswered_waits_once_and_is_then_read_past(store: M
     }
 
 
+async def test_one_pass_reads_a_long_session_though_batches_end_between_a_call_and_its_result(
+    store: MemoryStore,
+) -> None:
+    # A long Claude Code session, read three messages at a time: batches end on a call whose result opens the
+    # next one. One maintenance pass still reads it all, each call with its result.
+    await store.append_messages(
+        "p",
+        "t1",
+        [
+            turn("u0", "Release 0.3.0", 0, Role.user),
+            turn("a0", "Cutting the release.", 0),
+            shell("c1", "rm CHANGELOG.old", 1),
+            shell_result("c1", "", 1),
+            shell("c2", "git tag v0.3.0", 2),
+            shell_result("c2", "", 2),
+            turn("a3", "The release script uses semantic-release 24 with the npm plugin.", 3),
+            shell("c4", "npm publish", 4),
+            shell_result("c4", "+ pkg@0.3.0", 4),
+            turn("a5", "Published 0.3.0 to npm.", 5),
+        ],
+    )
+    assert await extract_facts(store, "p", "t1", batch=3) == 4
+    assert (await store.fact_layer("p", "t1")).extracted_seq == 9
+    texts = {fact.text for fact in await store.list_facts("p")}
+    assert "Deleted CHANGELOG.old" in texts and "Ran git tag v0.3.0" in texts
+    assert "The release script uses semantic-release 24 with the npm plugin." in texts
+
+
+async def test_a_call_near_the_end_still_waits_for_its_result_when_a_pass_reaches_it_after_a_full_batch(
+    store: MemoryStore,
+) -> None:
+    await store.append_messages(
+        "p",
+        "t1",
+        [
+            turn("u0", "Release 0.3.0", 0, Role.user),
+            shell("c1", "rm CHANGELOG.old", 1),
+            shell_result("c1", "", 1),
+            shell("c2", "git tag v0.3.0", 2),
+        ],
+    )
+    assert await extract_facts(store, "p", "t1", batch=3) == 1
+    assert (await store.fact_layer("p", "t1")).extracted_seq == 2  # stopped before c2
+    await store.append_messages("p", "t1", [shell_result("c2", "", 3)])
+    assert await extract_facts(store, "p", "t1", batch=3) == 1
+    assert {fact.text for fact in await store.list_facts("p")} == {"Deleted CHANGELOG.old", "Ran git tag v0.3.0"}
+
+
 async def test_an_older_fact_ingested_late_lands_superseded(store: MemoryStore) -> None:
     await store.append_messages("p", "new", [turn("a", "The API uses OAuth2 device flow for authentication now.", 60)])
     await store.append_messages("p", "old", [turn("a", JWT, 1)])
