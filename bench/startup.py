@@ -267,7 +267,7 @@ def score(gold: dict[str, Any], memory: str, tokens: int) -> Score:
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
     """A JSON Lines file's objects."""
-    return [json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip()]
+    return [json.loads(raw) for raw in path.read_text(encoding="utf-8").split("\n") if raw.strip()]
 
 
 def user_text(content: Any) -> str:
