@@ -58,6 +58,7 @@ READ_PROGRAMS = frozenset(
         "egrep", "fgrep", "rg", "ag", "ack", "fd", "locate", "od", "xxd", "hexdump", "strings", "column", "fold",
         "md5sum", "sha256sum", "shasum", "test", "[", "lsof", "netstat", "ss", "free", "uptime", "tput", "sed",
         "find", "xargs", "seq", "yes", "cd", "pushd", "popd", "set", "source", ".", "base64", "json.tool",
+        "pgrep", "pidof", "nproc", "lscpu", "lsblk", "who", "groups", "sw_vers", "arch",
     }
 )  # fmt: skip
 #: ``git`` subcommands that only read.
@@ -213,6 +214,13 @@ def parse(command: str) -> Parsed:
             parsed.commands.append(words)
     parsed.commands = [_program_first(words) for words in parsed.commands]
     parsed.commands = [words for words in parsed.commands if words]
+    for words in list(parsed.commands):
+        script = _shell_script(words[0], words[1:])
+        if script is not None:  # what the shell runs, read as if typed
+            inner = parse(script)
+            at = parsed.commands.index(words)
+            parsed.commands[at : at + 1] = inner.commands
+            parsed.written += inner.written
     return parsed
 
 
@@ -251,12 +259,29 @@ def _unwrap_runner(words: list[str]) -> list[str]:
     return words
 
 
+def _shell_script(program: str, rest: list[str]) -> str | None:
+    """The command line a shell is handed: ``bash -c "..."``, Git Bash's ``bash.exe -c``, ``powershell -Command``.
+
+    Claude Code on Windows wraps many commands so: ``powershell -Command "Set-Location 'c:/app'; npm test"``.
+    """
+    name = program.lower().removesuffix(".exe")
+    if name in ("sh", "bash", "zsh") and len(rest) >= 2 and rest[0] in ("-c", "-lc"):
+        return rest[1]
+    if name in ("powershell", "pwsh"):
+        flags = [word.lower() for word in rest]
+        for flag in ("-command", "-c"):
+            if flag in flags and flags.index(flag) + 1 < len(rest):
+                return rest[flags.index(flag) + 1]
+    return None
+
+
 def _category(words: list[str]) -> Category:
     """What one simple command does."""
     words = _unwrap_runner(words)
     program, rest = words[0], words[1:]
-    if program in ("sh", "bash", "zsh") and len(rest) >= 2 and rest[0] in ("-c", "-lc"):
-        return category(rest[1])
+    script = _shell_script(program, rest)
+    if script is not None:  # a shell handed to xargs (``xargs -I{} sh -c '...'``)
+        return category(script)
     if "--help" in rest or "--version" in rest or "--list" in rest or rest[:1] == ["help"]:
         return "read"  # any tool asked how it is used (``entire checkpoint explain --help``) or to list only prints
     if rest and rest[0] in _PACKAGE_QUERIES.get(program, ()):

@@ -84,6 +84,8 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("but pr new update-feed-docs -m 'Update the feed tests'", "state"),
         ("but commit --help 2>&1 | head -30", "read"),
         ("docker ps -a", "read"),
+        # Is it still running? (a Claude Code session of a take-home dashboard polls its fetcher this way)
+        ('pgrep -fa \'fetch.py\' && echo "---running---" || echo "---not running---"', "read"),
         ("rm list", "state"),
         ("kubectl get pods", "state"),
         ("entire session attach 1277548c", "other"),
@@ -112,6 +114,10 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("curl -fsSL https://bun.sh/install | bash", "other"),
         ("Invoke-WebRequest https://example.com/a.zip -OutFile C:/proj/a.zip", "other"),
         ("$items = Get-ChildItem -Recurse; $items | Measure-Object", "read"),
+        # Claude Code on Windows hands commands to a shell (AlexandreVassard/will-it-rain's session shape).
+        ("powershell -Command \"Get-ChildItem 'c:\\Users\\dev\\app\\dist\\index.mjs'\"", "read"),
+        ("powershell -Command \"Set-Location 'c:\\Users\\dev\\app'; npx vitest run --reporter=verbose\"", "check"),
+        ('"C:/Program Files/Git/bin/bash.exe" -c "cd /c/Users/dev/app && npx vitest run --reporter=verbose"', "check"),
     ],
 )
 def test_what_kind_of_command_it_is(command: str, kind: str) -> None:
@@ -218,6 +224,8 @@ def test_powershell_cmdlets_that_write_are_named_by_what_they_did() -> None:
     ]
     assert [e.text for e in effects("Rename-Item -Path docs\\a.md -NewName b.md")] == ["Renamed docs/a.md to docs/b.md"]
     assert category("Get-Content code\\model.py | Select-Object -First 40") == "read"
+    assert [e.text for e in effects('powershell -NoProfile -Command "Remove-Item docs\\a.md"')] == ["Deleted docs/a.md"]
+    assert [e.text for e in effects("bash -lc 'echo ok > status.txt'")] == ["Wrote status.txt"]
     # A hyphenated header in a bash line is no cmdlet: its escapes stay escapes.
     assert parse('curl -H "Content-Type: application/json" -d "{\\"a\\": 1}" https://x').commands == [
         ["curl", "-H", "Content-Type: application/json", "-d", '{"a": 1}', "https://x"]
