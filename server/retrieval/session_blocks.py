@@ -67,6 +67,8 @@ _TO_THE_USER = re.compile(
 )
 #: A command's outcome with nothing more to it: "`entire auth contexts` passed (ok)".
 _BARE_PASS = re.compile(r"` passed \((?:ok|exit 0)\)$")
+#: A package an install command added (`structural_facts`): its name, then the command.
+_ADDED = re.compile(r"\AAdded dependency (\S+) \((.+)\)\Z")
 _NAMED = re.compile(r"`[^`]+`|\b[A-Za-z_]\w*[A-Z]\w*\b|\b\w+_\w+\b|\b[\w.-]+/[\w./-]+|\b\w+\.\w{1,4}\b")
 
 
@@ -171,12 +173,36 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
     ]
     if kept:
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))
-    for fact in kept:
+    for fact, text in joined_dependencies(kept):
         position = 1 + facts.index(fact)
         rank = 1.5 + (10.0 - fact_score(fact)) / 2
         source = fact.source_message_ids[0] if fact.source_message_ids else fact.id
-        items.append(Item(5, position, rank, f"  - {clip(fact.text, FACT_CHARS)} ({source})\n"))
+        items.append(Item(5, position, rank, f"  - {clip(text, FACT_CHARS)} ({source})\n"))
     return items, brief, full
+
+
+def joined_dependencies(facts: Sequence[Fact]) -> list[tuple[Fact, str]]:
+    """Each fact with its line, the packages one install added on one line: one fact line each would spend the budget.
+
+    "Added dependency streamlit (pip install)", "Added dependency pandas (pip install)"
+    from one message become "Added dependencies streamlit, pandas (pip install)".
+    """
+    lines: list[tuple[Fact, str]] = []
+    names: list[str] = []  # the packages of the last line, while it is an install's
+    for fact in facts:
+        added = _ADDED.match(fact.text) if fact.kind == "dependency" else None
+        if added is not None and names:
+            first = lines[-1][0]
+            if (
+                first.text.endswith(f"({added.group(2)})")
+                and first.source_message_ids[:1] == fact.source_message_ids[:1]
+            ):
+                names.append(added.group(1))
+                lines[-1] = (first, f"Added dependencies {', '.join(names)} ({added.group(2)})")
+                continue
+        names = [added.group(1)] if added is not None else []
+        lines.append((fact, fact.text))
+    return lines
 
 
 def _ending_line(kind: str, said: str) -> str:

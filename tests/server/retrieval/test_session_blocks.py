@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from palimpsest.graph_schema.models import Fact
-from palimpsest.server.retrieval.session_blocks import fact_score, shown_fact
+from palimpsest.server.retrieval.session_blocks import fact_score, joined_dependencies, shown_fact
 
 
-def fact(text: str, kind: str, subject: str) -> Fact:
-    return Fact(id=subject, partition="claude", text=text, kind=kind, subject=subject, created_at=datetime.now(UTC))
+def fact(text: str, kind: str, subject: str, source: str = "msg_1") -> Fact:
+    return Fact(
+        id=subject, partition="claude", text=text, kind=kind, subject=subject, created_at=datetime.now(UTC),
+        source_message_ids=[source],
+    )  # fmt: skip
 
 
 def test_a_tool_that_only_ran_ranks_below_what_a_session_found_and_a_read_is_never_shown() -> None:
@@ -24,3 +27,17 @@ def test_a_tool_that_only_ran_ranks_below_what_a_session_found_and_a_read_is_nev
     assert fact_score(ran) < fact_score(tested)
     assert not shown_fact(fact("`entire session list` passed (ok)", "command", "command:entire session list"))
     assert shown_fact(ran)
+
+
+def test_the_packages_one_install_added_take_one_line() -> None:
+    # A Claude Code session of a take-home dashboard: one `pip install streamlit pandas plotly` gave a line each.
+    added = [fact(f"Added dependency {name} (pip install)", "dependency", f"dependency:{name}") for name in
+             ("streamlit", "pandas", "plotly")]  # fmt: skip
+    later = fact("Added dependency httpx (pip install)", "dependency", "dependency:httpx", source="msg_2")
+    npm = fact("Added dependency zod (npm install)", "dependency", "dependency:zod", source="msg_2")
+    lines = [text for _fact, text in joined_dependencies([*added, later, npm])]
+    assert lines == [
+        "Added dependencies streamlit, pandas, plotly (pip install)",
+        "Added dependency httpx (pip install)",
+        "Added dependency zod (npm install)",
+    ]
