@@ -240,6 +240,8 @@ class _Reader:
         self.todo_at = -1
         self.last_reply: Message | None = None
         self.pending_command: Ask | None = None
+        #: The local-command caveat came last: the slash command after it is local, no request.
+        self.local_next = False
         #: The last prompt in full, on one line: a request taken back right after is shown in more of its words.
         self.last_prompt = ""
         self.seen: dict[str, Ask] = {}
@@ -283,6 +285,7 @@ class _Reader:
 
     def user(self, message: Message, position: int, following: Message | None) -> None:
         content = message.content.strip()
+        local, self.local_next = self.local_next, bool(marks.LOCAL_CAVEAT.match(content))
         for notice in marks.task_notices(content[:4000]):
             self._task_ended(notice, message, position)
         if self._user_shell(content, message, position):
@@ -292,11 +295,18 @@ class _Reader:
             return
         command = marks.COMMAND.search(content)
         if command is not None:
+            if local:
+                return
             name = command.group(1).strip()
             name = name if name.startswith("/") else "/" + name
             args = marks.COMMAND_ARGS.search(content)
             given = " ".join(args.group(1).split()) if args else ""
-            expanded = following is not None and following.role is Role.user and following.metadata.get("meta")
+            expanded = (
+                following is not None
+                and following.role is Role.user
+                and following.metadata.get("meta")
+                and not marks.NOISE.match(following.content)
+            )
             if given or expanded:
                 made = self.ask(f"{name} {marks.ask_text(given)}".strip(), message, position, "command")
                 self.pending_command = made if not given else None
@@ -377,6 +387,7 @@ class _Reader:
     def expansion(self, message: Message) -> None:
         """An injected prompt right after a slash command without arguments: its first sentence says what it asks."""
         ask, self.pending_command = self.pending_command, None
+        self.local_next = bool(marks.LOCAL_CAVEAT.match(message.content))
         if ask is None:
             return
         said = [s for s in reply_text.sentences(reply_text.plain(" ".join(message.content.split()))) if len(s) > 12]

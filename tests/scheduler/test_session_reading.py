@@ -64,6 +64,17 @@ def test_every_request_is_read_not_only_the_first(tmp_path: Path) -> None:
     assert second.outcome == "answered: Because `has_header` defaults to true."
 
 
+def test_local_commands_are_no_requests_even_with_arguments_or_a_caveat_after_them(tmp_path: Path) -> None:
+    # A Claude Code session (pluttan/ESP32-CAM's shape) opens with /clear, whose next line is the caveat of the
+    # /add-dir after it: neither command reaches the model, and the caveat is no prompt /clear expanded to.
+    s = Claude(tmp_path, "aaaa-local")
+    s.local("clear", None)
+    s.local("add-dir", "/Users/dev/fw/ is already accessible within the existing working directory", "/Users/dev/fw/")
+    s.ask("find the esp32-cam among the connected devices")
+    s.say("It is on /dev/cu.usbserial-1130 (a CH340 converter).")
+    assert asks(read(s)) == [("prompt", "find the esp32-cam among the connected devices")]
+
+
 def test_a_skill_without_arguments_is_named_by_the_prompt_it_expands_to(tmp_path: Path) -> None:
     s = Claude(tmp_path, "bbbb-skill")
     s.ask("Move help.go into the cli package")
