@@ -67,6 +67,15 @@ _PREFACE = re.compile(
     r"trying|creating|updating|adding|fixing|moving|writing|exploring|investigating|examining|testing)\b)",
     re.IGNORECASE,
 )
+#: The same announcements in the other languages users write to agents in: Spanish "Voy a copiar ...",
+#: Russian "Сначала скопирую ..." (first, then a verb's first person), Chinese "让我..." / "我先...".
+_PREFACE_ABROAD = re.compile(
+    r"^(?:(?:ahora|primero|bien|vale)[,]?\s+)?(?:voy a|vamos a|d[ée]jame)\b"
+    r"|^(?:je vais|laisse[- ]moi|ich werde|lass (?:mich|uns)|vou|deixe[- ]me)\b"
+    r"|^давай(?:те)?\b|^(?:сначала|сейчас|теперь|затем|далее)\s+(?:\w+\s+){0,2}?\w+[юу]\b"
+    r"|^(?:让我|我来|我先|接下来我|现在我来|下面我)",
+    re.IGNORECASE,
+)
 _WILL = re.compile(r"\b(?:I'll|I will|let me|I'm going to|I am going to)\b", re.IGNORECASE)
 #: A short "Now X." that names the next step, not what happened.
 _NOW_NEXT = re.compile(r"^now,?\s+[^.!?]{1,40}[.!]?$", re.IGNORECASE)
@@ -341,7 +350,7 @@ def is_preface(sentence: str) -> bool:
     wherever the announcement stands in it.
     """
     flat = sentence.strip().lstrip("*_ ")
-    announced = bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat))
+    announced = bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat) or _PREFACE_ABROAD.match(flat))
     return announced and not flat.endswith(QUESTION_MARKS)
 
 

@@ -122,6 +122,8 @@ UNDONE_CHARS = 160
 #: What a session that stops without an interruption mark is: the transcript ends, whether the user stopped the
 #: agent, closed it, or the capture was taken then.
 CUT_OFF = "cut off or interrupted"
+#: "Let me know if ..." hands over to the user: no work announced.
+_LET_KNOW = re.compile(r"\blet me know\b|\bI'll (?:be here|wait)\b", re.IGNORECASE)
 #: Longest error notice kept for the ending (an API error's JSON says its code and message in its first lines).
 ERROR_CHARS = 160
 #: Requests (counted from the last) whose replies' user actions count as still open.
@@ -779,6 +781,9 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         doing = next((text for text, done in reader.todos if not done), None) if reader.todo_at >= 0 else None
         step = f' during "{clip(doing, 80)}"' if doing else ""
         return Ending("stopped_mid_work", _join(f"stopped mid-work, {CUT_OFF}{step}{what}{about}", said), source)
+    plan = _only_announced(turn) if turn.last == "reply" and calls and _plan_not_done(turn, calls) is None else ""
+    if plan:  # the agent's last word said what it would do next, and nothing followed (a plan says so itself)
+        return Ending("stopped_mid_work", _join(f"stopped mid-work, {CUT_OFF}; it was about to: {plan}", said), source)
     left = _left_running(calls)
     if left is not None:  # the last reply came while a job ran: what it produced was never seen
         still = f"stopped mid-work: {marks.describe_call(left.call)} still running at the end, its result not seen"
@@ -861,6 +866,24 @@ def _awaited(pending: list[_Call]) -> _Call | None:
     calls = [state.polls or state for state in pending]
     changing = [state for state in calls if state.category != "read"]
     return changing[-1] if changing else calls[-1] if calls else None
+
+
+def _only_announced(turn: _Turn) -> str:
+    """What the turn's last reply announced, where that is all it says ("First I'll copy the dialog, then push.").
+
+    Such a reply after the turn's calls is the agent setting out on the next step: a
+    transcript that ends there was cut off before it. A reply with a finding, a question
+    or anything but prose says more, and "Let me know ..." announces nothing.
+    """
+    text = turn.replies[-1].content if turn.replies else ""
+    parts = reply_text.units(text)
+    if not parts or any(unit.kind not in ("para", "bullet") for unit in parts):
+        return ""
+    said = [sentence for unit in parts for sentence in reply_text.sentences(unit.text)]
+    for sentence in said:
+        if _LET_KNOW.search(sentence) or not (reply_text.is_preface(sentence) or reply_text.is_opener(sentence)):
+            return ""
+    return reply_text.announced(text, INTENT_CHARS, every=True).rstrip(".")
 
 
 def _left_running(calls: list[_Call]) -> _Call | None:

@@ -1809,3 +1809,25 @@ def test_a_request_done_through_the_github_api_or_git_config_is_completed(tmp_pa
     s.say("Removed it; the global helper applies.")
     reading = read(s)
     assert reading.ending is not None and reading.ending.kind == "completed"
+
+
+def test_a_last_reply_that_only_announces_the_next_step_ends_the_session_mid_work(tmp_path: Path) -> None:
+    # pluttan/ESP32-CAM's Claude Code session (in Russian) ends on "First I'll copy the dialog, then init git and push."
+    # after the agent found no repository: the push it was asked for never happened.
+    s = Claude(tmp_path, "r1r1-announce")
+    s.ask("закинь проект на гитхаб https://github.com/dev/fw.git и весь наш диалог (в формате json)")
+    s.tool("Bash", {"command": "git status"}, "fatal: not a git repository", error=True)
+    s.tool("Bash", {"command": "ls -la"}, "total 168")
+    s.say("Сначала скопирую диалог, затем инициализирую git и запушу.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "stopped_mid_work"
+    assert reading.ending.conclusion == (
+        "stopped mid-work, cut off or interrupted; it was about to: "
+        "Сначала скопирую диалог, затем инициализирую git и запушу"
+    )
+    assert reading.open_items[0].startswith("unfinished request: закинь проект на гитхаб")
+    # A reply that hands over to the user announces nothing.
+    s.ask("show me the remote")
+    s.tool("Bash", {"command": "git remote -v"}, "origin https://github.com/dev/fw.git (push)")
+    s.say("The remote is origin. Let me know if you want another one.")
+    assert read(s).ending.kind == "answered"

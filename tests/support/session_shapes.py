@@ -154,9 +154,10 @@ class Claude:
         )
         self.line("user", caveat, isMeta=True)
         self.ask(
-            f"<command-name>/{name}</command-name>\n<command-message>{name}</command-message>\n<command-args></command-args>"
+            f"<command-name>/{name}</command-name>\n<command-message>{name}</command-message>\n<command-args>{args}</command-args>"
         )
-        self.ask(f"<local-command-stdout>{stdout}</local-command-stdout>")
+        if stdout is not None:
+            self.ask(f"<local-command-stdout>{stdout}</local-command-stdout>")
 
     def question(self, question: str, options: list[str], answer: str) -> None:
         args = {"questions": [{"question": question, "options": [{"label": label} for label in options]}]}
