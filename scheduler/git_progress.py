@@ -297,7 +297,8 @@ def _listing(names: list[str]) -> str:
 #: ``git status``'s long format: the section a file is listed in, and its line (``\tmodified:   src/a.ts``).
 _SECTION = re.compile(r"^(Changes to be committed|Changes not staged for commit|Untracked files):")
 _LISTED = re.compile(r"^\t(?:(?:modified|new file|deleted|renamed|copied|typechange):\s+)?(?:.* -> )?(\S.*?)\s*$")
-#: ``git status --short``: two status letters, then the path (``R  old -> new``: the new one).
+#: ``git status --short``: two status letters, then the path (``R  old -> new``: the new one). Two blanks are no
+#: status: an indented line another command of the same call printed ("   FAILED (failures=11)").
 _SHORT = re.compile(r"^([ MADRCUT?!])([ MADRCUT?!]) (?:.* -> )?(\S.*?)\s*$")
 
 
@@ -312,7 +313,7 @@ def _status_paths(output: str, *, short: bool) -> list[tuple[str, bool]]:
     for line in output.splitlines():
         if short:
             match = _SHORT.match(line)
-            if match is not None and match.group(1) not in "?!":
+            if match is not None and match.group(1) not in "?!" and match.group(1) + match.group(2) != "  ":
                 found.append((match.group(3).strip('"'), match.group(1) != " "))
             continue
         heading = _SECTION.match(line)

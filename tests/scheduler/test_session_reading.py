@@ -1739,6 +1739,15 @@ def test_files_git_status_lists_are_uncommitted_though_the_session_never_touched
     s.bash("git commit -m 'Document the set-up'", "[feat/monorepo-libs 5a6b7c8] Document the set-up")
     s.say("Committed the set-up notes.")
     assert read(s).open_items == ["uncommitted changes (after the last commit): Taskfile.yml"]
+    # One call of several commands (shapes: a Claude Code session's "Final verification" of a mutation script, the
+    # test report and `git status --short` last): the other commands' indented lines are no files.
+    s.ask("Run everything once more")
+    s.bash(
+        "make test 2>&1 | tail -3; zsh mutate.sh | grep -E 'FAILED|GREEN'; git status --short",
+        "OK\n   FAILED (failures=11, errors=4)\n   FAILED (failures=2)\n M Taskfile.yml",
+    )
+    s.say("All green; the mutations fail the suite as they should.")
+    assert read(s).open_items == ["uncommitted changes (after the last commit): Taskfile.yml"]
 
 
 def test_files_a_working_tree_diff_shows_are_uncommitted_but_not_those_of_a_diff_between_commits(
