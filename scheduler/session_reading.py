@@ -1284,6 +1284,8 @@ def _did(reader: _Reader) -> list[str]:
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         parts.append(f"{action} {shown}")
     effects = [effect for turn in reader.turns for effect in turn.effects]
+    if reader.git.committed:  # what was staged went into a commit: the commits and what is left uncommitted tell it
+        effects = [effect for effect in effects if not effect.lower().startswith("staged ")]
     parts += list(dict.fromkeys(effects))[:6]
     checks: dict[str, str] = {}
     for turn in reader.turns:

@@ -527,6 +527,12 @@ def test_what_was_done_names_state_changes_never_reads(tmp_path: Path) -> None:
         "checks: `go test ./...` passed",
     ]
     assert reading.open_items == ["uncommitted changes (not committed in the session): color.md"]  # staged only
+    # Once a commit took what was staged, the commit tells it (a Cursor session staged files six times over).
+    s.bash("git commit -m 'Add Red'", "[colour-docs 9e1f2a3] Add Red\n 1 file changed, 1 insertion(+)")
+    s.say("Committed.")
+    assert [part for part in read(s).did if "staged" in part or "committed" in part] == [
+        'committed "Add Red" (9e1f2a3)'
+    ]
 
 
 def test_a_labelled_next_step_is_open_and_a_todo_list_after_the_last_reply_is_no_more_work(tmp_path: Path) -> None:
