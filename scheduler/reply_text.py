@@ -105,6 +105,12 @@ _NEXT_LABEL = re.compile(
     r"still (?:to do|open|needed)|open (?:items|questions)|left to do|pending|not yet done|action items)\b",
     re.IGNORECASE,
 )
+#: A heading over what the work leaves undone, said as gaps rather than steps: each paragraph under it opens on one.
+_GAP_LABEL = re.compile(
+    r"\b(?:missing features?|known (?:issues|limitations|gaps|bugs)|not (?:yet )?(?:fixed|implemented|addressed)|"
+    r"what'?s missing|open issues|chose not to fix)\b",
+    re.IGNORECASE,
+)
 _NEXT_SENTENCE = re.compile(
     r"^(?:next steps?|next up|up next|todo|to do|remaining|follow[- ]ups?|still to do|left to do)\s*:\s*(\S.+)$",
     re.IGNORECASE,
@@ -609,10 +615,11 @@ def next_steps(text: str) -> list[str]:
     A heading is never a step itself; the bullets under it are (see the module docstring).
     """
     steps: list[str] = []
-    under = False
+    under = gaps = False
     for unit in units(text):
         if unit.kind == "heading":
-            under = _NEXT_LABEL.search(unit.text) is not None
+            gaps = _GAP_LABEL.search(unit.text) is not None
+            under = gaps or _NEXT_LABEL.search(unit.text) is not None
             continue
         if unit.kind == "code":
             continue
@@ -632,6 +639,9 @@ def next_steps(text: str) -> list[str]:
                 steps.append(unit.text)
             continue
         said = sentences(unit.text)
+        if gaps and said:  # "The one I'd have focused more on: the mirror ambiguity case. `needs_review` ..."
+            steps.append(said[0])
+            continue
         if said and said[-1].endswith(":"):
             under = _NEXT_LABEL.search(said[-1]) is not None
         else:

@@ -1846,3 +1846,21 @@ def test_a_last_reply_that_only_announces_the_next_step_ends_the_session_mid_wor
     s.tool("Bash", {"command": "git remote -v"}, "origin https://github.com/dev/fw.git (push)")
     s.say("The remote is origin. Let me know if you want another one.")
     assert read(s).ending.kind == "answered"
+
+
+def test_paragraphs_under_a_missing_features_heading_are_open_each_by_its_first_sentence(tmp_path: Path) -> None:
+    # A Claude Code take-home session (shastrysamarth/01-campaign-audit's shape) closes on what it chose not to fix.
+    s = Claude(tmp_path, "g1g1-gaps", branch=NO_REPOSITORY)
+    s.ask("Run make demo and make test and check the changes made a difference")
+    s.bash("make demo && make test", "OK")
+    s.say(
+        "`make demo && make test` — **both pass.**\n\n"
+        "## Missing features — written into DECISIONS.md\n\n"
+        "**The one I'd focus on next: the mirror ambiguity case.** `needs_review` flags a domain with several "
+        "identities, but not one identity spanning several domains.\n\n"
+        "The rest, in rough order of value: `total_rows` on `ToolPage`; merge-conflict reporting."
+    )
+    assert read(s).open_items == [
+        "The one I'd focus on next: the mirror ambiguity case.",
+        "The rest, in rough order of value: `total_rows` on `ToolPage`; merge-conflict reporting.",
+    ]
