@@ -10,8 +10,9 @@ left out, each with a rank saying which to keep first:
 1. the heading, the ending and the "Still open" label are the block itself: a session
    shown always says how it ended and whether anything is open;
 2. then the open items, the first and the last requests (in few words), what it did;
-3. then the latest requests (in few words) and its facts, best first (`fact_score`), the
-   older requests, newest first, and each request in full with what was done for it.
+3. then the latest requests (in few words) and its best facts (`fact_score`, the first
+   `FACTS_FIRST`), the older requests, newest first, its other facts, and each request in
+   full with what was done for it.
 
 The ending comes in two lengths: the brief one is the block's own, the full one replaces
 it when there is room. Rendering puts the chosen items back in the order above, so the
@@ -45,6 +46,9 @@ RECENT_ASKS = 5
 ASK_SHORT = 80
 #: Open items named per session, at most (the rest counted).
 OPEN_SHOWN = 6
+#: Facts a block keeps before its older requests; the rest come after them.
+FACTS_FIRST = 5
+LATER_FACTS = 1.0
 #: Longest fact line, in characters.
 FACT_CHARS = 260
 #: How much a fact of each kind is worth keeping, before what it names.
@@ -173,9 +177,10 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
     ]
     if kept:
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))
+    best = sorted(kept, key=fact_score, reverse=True)[:FACTS_FIRST]
     for fact, text in joined_dependencies(kept):
         position = 1 + facts.index(fact)
-        rank = 1.5 + (10.0 - fact_score(fact)) / 2
+        rank = 1.5 + (10.0 - fact_score(fact)) / 2 + (0.0 if fact in best else LATER_FACTS)
         source = fact.source_message_ids[0] if fact.source_message_ids else fact.id
         items.append(Item(5, position, rank, f"  - {clip(text, FACT_CHARS)} ({source})\n"))
     return items, brief, full

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from palimpsest.graph_schema.models import Fact
-from palimpsest.server.retrieval.session_blocks import fact_score, joined_dependencies, shown_fact
+from palimpsest.graph_schema.models import Fact, Thread
+from palimpsest.server.retrieval.session_blocks import (
+    FACTS_FIRST,
+    block_items,
+    fact_score,
+    joined_dependencies,
+    shown_fact,
+)
+from palimpsest.server.retrieval.standing import Standing
 
 
 def fact(text: str, kind: str, subject: str, source: str = "msg_1") -> Fact:
@@ -41,3 +48,17 @@ def test_the_packages_one_install_added_take_one_line() -> None:
         "Added dependency httpx (pip install)",
         "Added dependency zod (npm install)",
     ]
+
+
+def test_a_long_session_keeps_its_best_facts_before_its_older_requests_and_the_rest_after() -> None:
+    lessons = [
+        fact(f"The `worker_{n}` queue drops jobs because its lease is 30s.", "lesson", f"f{n}", source=f"msg_{n}")
+        for n in range(FACTS_FIRST + 2)
+    ]
+    now = datetime.now(UTC)
+    standing = Standing(Thread(id="t", partition="claude", created_at=now, updated_at=now))
+    items, _brief, _full = block_items(standing, lessons, pointer="### t\n")
+    ranks = [item.rank for item in items if item.part == 5 and not item.label]
+    older_request = 3.4  # what `block_items` gives a request before the latest five
+    assert all(rank < older_request for rank in ranks[:FACTS_FIRST])
+    assert all(rank > older_request for rank in ranks[FACTS_FIRST:])
