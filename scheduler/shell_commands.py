@@ -214,13 +214,16 @@ def parse(command: str) -> Parsed:
             parsed.commands.append(words)
     parsed.commands = [_program_first(words) for words in parsed.commands]
     parsed.commands = [words for words in parsed.commands if words]
-    for words in list(parsed.commands):
+    unwrapped: list[list[str]] = []
+    for words in parsed.commands:
         script = _shell_script(words[0], words[1:])
-        if script is not None:  # what the shell runs, read as if typed
-            inner = parse(script)
-            at = parsed.commands.index(words)
-            parsed.commands[at : at + 1] = inner.commands
-            parsed.written += inner.written
+        if script is None:
+            unwrapped.append(words)
+            continue
+        inner = parse(script)  # what the shell runs, read as if typed
+        unwrapped += inner.commands
+        parsed.written += inner.written
+    parsed.commands = unwrapped
     return parsed
 
 
