@@ -72,10 +72,11 @@ COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 USER_SHELL = re.compile(r"^\s*<bash-input>(.*?)</bash-input>", re.DOTALL)
 USER_SHELL_OUTPUT = re.compile(r"<bash-(stdout|stderr)>(.*?)</bash-\1>", re.DOTALL)
 WRAPPED = re.compile(r"<(system-reminder|command-[a-z]+|local-command-[a-z]+)>.*?</\1>", re.DOTALL)
+_CAVEAT = "Caveat: The messages below were generated"
 #: Claude Code's line before a local command (``/clear``, ``/model``, ``/add-dir``), which never reaches the model.
-LOCAL_CAVEAT = re.compile(r"^\s*(?:<local-command-caveat>\s*)?Caveat: The messages below were generated", re.IGNORECASE)
+LOCAL_CAVEAT = re.compile(rf"^\s*(?:<local-command-caveat>\s*)?{_CAVEAT}", re.IGNORECASE)
 NOISE = re.compile(
-    r"^\s*(?:<local-command-(?:stdout|stderr|caveat)>|Caveat: The messages below were generated|"
+    rf"^\s*(?:<local-command-(?:stdout|stderr|caveat)>|{_CAVEAT}|"
     r"Operation stopped by hook|Stop hook feedback|<user-prompt-submit-hook>|<bash-(?:input|stdout|stderr)>)",
     re.IGNORECASE,
 )

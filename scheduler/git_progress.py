@@ -75,14 +75,13 @@ NOT_PUSHED = re.compile(r"\b(?:not (?:yet )?pushed|unpushed|(?:have not|haven't)
 #: A reply's own word that work stays out of git's history: "Not committed (left unstaged / untracked): …",
 #: "Nothing was pushed.", "I haven't pushed; …". Where the session's calls show no git state (Cursor keeps no
 #: results; the user's own edits), that word is all a later session has.
-_SAID_UNPUSHED = re.compile(
+_DENIED = (
     r"\b(?:not|never|nothing (?:else )?(?:was|is|has been)|haven't|have not|hasn't|has not|isn't|is not|aren't|"
-    r"are not|wasn't|was not|weren't|were not)\s+(?:yet\s+|been\s+)*pushed\b|\bunpushed\b",
-    re.IGNORECASE,
+    r"are not|wasn't|was not|weren't|were not)\s+(?:yet\s+|been\s+)*"
 )
+_SAID_UNPUSHED = re.compile(rf"{_DENIED}pushed\b|\bunpushed\b", re.IGNORECASE)
 _SAID_UNCOMMITTED = re.compile(
-    r"\b(?:not|never|nothing (?:else )?(?:was|is|has been)|haven't|have not|hasn't|has not|isn't|is not|aren't|"
-    r"are not|wasn't|was not|weren't|were not)\s+(?:yet\s+|been\s+)*(?:committed|staged)\b"
+    rf"{_DENIED}(?:committed|staged)\b"
     r"|\b(?:left|remain(?:s|ing)?|still)\s+(?:unstaged|untracked|uncommitted)\b|^(?:uncommitted|unstaged|untracked)\b",
     re.IGNORECASE,
 )

@@ -33,7 +33,7 @@ heading or a table. The rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from palimpsest.scheduler.session_facts import clip
@@ -332,6 +332,11 @@ def units(text: str) -> list[Unit]:
     return found
 
 
+def prose_sentences(parts: Sequence[Unit]) -> list[str]:
+    """The sentences of the paragraphs and bullets among ``parts`` (`units`), in order: a reply's prose."""
+    return [sentence for unit in parts if unit.kind in ("para", "bullet") for sentence in sentences(unit.text)]
+
+
 def sentences(text: str) -> list[str]:
     """A line split into sentences (at ``. ! ?`` followed by a capital, a quote or a code span).
 
@@ -575,13 +580,7 @@ def offer_in_full(text: str, offer: str, asked: str | None, limit: int) -> str:
     pointing_cjk = _POINTING_OFFER_CJK.search(offer.strip()) is not None
     if _POINTING_OFFER.match(offer.strip()) is None and not pointing_cjk:
         return offer
-    said = [
-        sentence.rstrip(" :")
-        for unit in units(text)
-        if unit.kind in ("para", "bullet")
-        for sentence in sentences(unit.text)
-        if not sentence.endswith(QUESTION_MARKS)
-    ]
+    said = [sentence.rstrip(" :") for sentence in prose_sentences(units(text)) if not sentence.endswith(QUESTION_MARKS)]
     if pointing_cjk:  # what "这些" (these) are is the sentence before the question
         proposal = said[-1] if said else None
     else:

@@ -879,8 +879,7 @@ def _only_announced(turn: _Turn) -> str:
     parts = reply_text.units(text)
     if not parts or any(unit.kind not in ("para", "bullet") for unit in parts):
         return ""
-    said = [sentence for unit in parts for sentence in reply_text.sentences(unit.text)]
-    for sentence in said:
+    for sentence in reply_text.prose_sentences(parts):
         if _LET_KNOW.search(sentence) or not (reply_text.is_preface(sentence) or reply_text.is_opener(sentence)):
             return ""
     return reply_text.announced(text, INTENT_CHARS, every=True).rstrip(".")
@@ -1015,13 +1014,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
         found.append(f"not confirmed fixed: {final.text}")
     found += reader.git.left_in_project(git_spoken)
     if turn.replies:
-        said = [
-            sentence
-            for unit in reply_text.units(turn.replies[-1].content)
-            if unit.kind in ("para", "bullet")
-            for sentence in reply_text.sentences(unit.text)
-        ]
-        found += said_left_out(said, found)
+        found += said_left_out(reply_text.prose_sentences(reply_text.units(turn.replies[-1].content)), found)
     # A step an offer quotes as what it is about ("I skipped the gate… Say the word if you want it run") is told once.
     quoted = [item[len(OFFERED) :].split("…")[0] for item in found if item.startswith(OFFERED)]
     return [

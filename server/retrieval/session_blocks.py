@@ -179,10 +179,11 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
     ]
     if kept:
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))
-    best = sorted(kept, key=fact_score, reverse=True)[:FACTS_FIRST]
+    worth = {fact.id: fact_score(fact) for fact in kept}
+    best = set(sorted(worth, key=worth.__getitem__, reverse=True)[:FACTS_FIRST])
     for fact, text in joined_dependencies(kept):
         position = 1 + facts.index(fact)
-        rank = 1.5 + (10.0 - fact_score(fact)) / 2 + (0.0 if fact in best else LATER_FACTS)
+        rank = 1.5 + (10.0 - worth[fact.id]) / 2 + (0.0 if fact.id in best else LATER_FACTS)
         source = fact.source_message_ids[0] if fact.source_message_ids else fact.id
         items.append(Item(5, position, rank, f"  - {clip(text, FACT_CHARS)} ({source})\n"))
     return items, brief, full
