@@ -361,9 +361,7 @@ def todo_list(name: str, args: dict[str, Any]) -> list[tuple[str, bool]] | None:
 
 def _record_result(facts: SessionFacts, call: ToolCall, command: str | None, message: Message) -> None:
     """Note how a call ended: a command's exit status, a failure's first line, the latest test count."""
-    content = message.content
-    exit_code, body = exit_status(content)
-    failed = message.metadata.get("is_error") is True or (exit_code is not None and exit_code != 0)
+    exit_code, body, failed = outcome(message, command)
     if command is not None:
         run = facts.commands[command]
         if exit_code is not None:
@@ -477,6 +475,16 @@ def exit_status(content: str) -> tuple[int | None, str]:
     if stripped.startswith(("<retrieval_status>", "<status>")):  # Claude Code's poll of a background task
         return code, "\n".join(part.strip("\n") for _, part in _TASK_OUTPUT.findall(content))
     return code, content
+
+
+def outcome(result: Message, command: str | None) -> tuple[int | None, str, bool]:
+    """A call's exit code, its output text, and whether it failed: an error mark or a non-zero exit, unless the
+    command ended by the limit or signal its own line set (`shell_commands.stopped_as_meant`)."""
+    code, body = exit_status(result.content)
+    failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
+    if failed and command is not None and shell_commands.stopped_as_meant(command, code):
+        failed = False
+    return code, body, failed
 
 
 def path_arg(args: dict[str, Any]) -> str | None:

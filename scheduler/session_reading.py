@@ -80,10 +80,10 @@ from palimpsest.scheduler.session_facts import (
     TaskList,
     ToolCall,
     clip,
-    exit_status,
     first_error_line,
     hidden_failure,
     is_not_work,
+    outcome,
     path_arg,
     shell_command,
     todo_list,
@@ -477,8 +477,7 @@ class _Reader:
             self.not_granted[named] = None
             self.turn.last = "result"
             return
-        code, body = exit_status(message.content)
-        failed = message.metadata.get("is_error") is True or (code is not None and code != 0)
+        code, body, failed = outcome(message, state.command)
         hidden = hidden_failure(state.command, body) if state.command is not None else None
         failed = failed or hidden is not None
         if failed and state.category == "check" and _NEVER_RAN.search(body[:3000]):

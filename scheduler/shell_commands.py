@@ -95,7 +95,14 @@ STATE_PROGRAMS = frozenset(
      "export"}
 )  # fmt: skip
 #: Programs that run the command after them: ``rtk`` (a proxy that trims output for agents: ``rtk git status``) too.
-_WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "rtk"})
+_WRAPPERS = frozenset(
+    {"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "gtimeout", "rtk"}
+)
+#: A wrapper's options that take the next word (``timeout -s KILL``, ``nice -n 10``, ``sudo -u postgres``): that word
+#: is no program.
+_WRAPPER_VALUES = frozenset({"-s", "-k", "--signal", "--kill-after", "-n", "-u", "-g", "--user", "-i", "-o", "-e"})
+#: ``timeout``'s duration before the command it limits (``60``, ``5s``, ``1.5m``).
+_DURATION = re.compile(r"^\d+(?:\.\d+)?[smhd]?$")
 #: The shell's words before a command in a loop or condition (``while read pr; do gh pr view "$pr"; done``).
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "try", "{", "}", "catch", "finally"})
 #: Simple commands of a loop or condition that run nothing of their own: its head and its end.
@@ -241,7 +248,9 @@ def _program_first(words: list[str]) -> list[str]:
                 return ["which", *words[index + 2 :]]  # ``command -v entire`` looks the program up, runs nothing
             index += 1
             while index < len(words) and words[index].startswith("-"):
-                index += 1
+                index += 2 if words[index] in _WRAPPER_VALUES else 1
+            if word.rsplit("/", 1)[-1] in ("timeout", "gtimeout") and index < len(words):
+                index += 1 if _DURATION.match(words[index]) else 0
             if word == "rtk" and index < len(words) and words[index] == "proxy":  # ``rtk proxy CMD``: CMD untrimmed
                 index += 1
         else:
@@ -563,6 +572,30 @@ _SERVES = re.compile(
 def serves(command: str) -> bool:
     """Whether a command runs until stopped (``npm run dev``, ``uvicorn app:app``, ``tail -f``): no result awaited."""
     return _SERVES.search(command) is not None
+
+
+#: Exit codes of a command ended by a time limit or a signal: ``timeout``'s 124, SIGKILL's 137, SIGTERM's 143.
+_STOPPED_CODES = frozenset({124, 137, 143})
+#: A command line that sets its own end: a time limit in front, or a kill of what it started.
+_SETS_ITS_END = re.compile(r"(?:^|[\s;&|(])(?:g?timeout|kill|pkill|killall)\s")
+
+
+def stopped_as_meant(command: str, code: int | None) -> bool:
+    """Whether a command ended by the limit or signal its own line set, as it meant to: a dev server sampled with
+    ``timeout 10 npm run dev`` (exit 124), a serial port read with ``cat /dev/ttyUSB0 & sleep 5; kill $!`` (exit 143).
+
+    Such a run did what it was for and is no failure. A check that hits its limit (``timeout 60 pytest``) hung, and
+    stays a failure; a server, a watcher or a command that is no check does not.
+    """
+    if code not in _STOPPED_CODES or _SETS_ITS_END.search(command) is None:
+        return False
+    return serves(command) or category(command) != "check"
+
+
+def watched_only(command: str) -> bool:
+    """Whether a line only reads, its waits and kills aside: ``cat /dev/ttyUSB0 & sleep 5; kill $!`` watches a port."""
+    parts = [words for words in parse(command).commands if words[0] not in ("kill", "pkill", "killall", "sleep")]
+    return all(_category(words) == "read" for words in parts)
 
 
 def operands(rest: list[str]) -> list[str]:

@@ -77,15 +77,23 @@ from palimpsest.scheduler.session_facts import (
     WRITE_TOOLS,
     ToolCall,
     clip,
-    exit_status,
     first_error_line,
     hidden_failure,
+    outcome,
     path_arg,
     shell_command,
     test_tally,
     tool_call,
 )
-from palimpsest.scheduler.shell_commands import category, commit_body, commit_made, effects, family
+from palimpsest.scheduler.shell_commands import (
+    category,
+    commit_body,
+    commit_made,
+    effects,
+    family,
+    stopped_as_meant,
+    watched_only,
+)
 from palimpsest.scheduler.shell_commands import shown as shown_command
 
 #: Longest command shown in a fact (and used as its subject).
@@ -410,8 +418,7 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
     kind = category(command)
     if kind == "read":
         return []
-    code, body = exit_status(result.content)
-    failed = result.metadata.get("is_error") is True or (code is not None and code != 0)
+    code, body, failed = outcome(result, command)
     hidden = None if failed else hidden_failure(command, body)
     shown = _named(command)
     subject = _command_subject(command, kind, shown)
@@ -421,6 +428,11 @@ def _command_facts(command: str, call: Message, result: Message, failures: dict[
         at = f" at {served.group(0)}" if served is not None else ""
         return [StructuralFact(f"`{shown}` started{at}, still running when last seen", "command", subject, sources)]
     status = f"exit {code}" if code is not None else ("error" if failed or hidden else "ok")
+    if not failed and stopped_as_meant(command, code):
+        served = _SERVED.search(body)
+        at = f", serving {served.group(0)}" if served is not None else ""
+        text = f"`{shown}` ran until the limit or kill it was given stopped it ({status}{at})"
+        return [] if watched_only(command) else [StructuralFact(text, "command", subject, sources)]
     facts: list[StructuralFact] = []
     if failed or hidden:
         error = hidden or first_error_line(body)

@@ -66,6 +66,11 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("rtk git status", "read"),
         ("rtk git log --oneline -5", "read"),
         ("rtk bun run test 2>&1 | tail -20", "check"),
+        # A wrapper's own arguments are no program: a time limit, a signal, a niceness, a user.
+        ("timeout 60 pytest -q", "check"),
+        ("timeout -s KILL 5s tail -f app.log", "read"),
+        ("nice -n 10 make test", "check"),
+        ("sudo -u postgres psql -c 'select count(*) from users'", "read"),
         # Loops of reads (a Codex rollout of EntityProcess/agentv reads five workflows in one).
         ("for f in publish.yml deploy.yml; do echo '---' $f; gh api repos/acme/tool/contents/$f; done", "read"),
         ("git log --merges --format=%s | grep -o '#[0-9]*' | while read pr; do gh pr view \"$pr\"; done", "read"),
@@ -261,6 +266,24 @@ def test_a_check_keeps_one_current_outcome_and_says_what_fixed_it(tmp_path: Path
         "`go test ./cmd/cli/integration_test/` passed (ok) after failing with: --- FAIL: TestResume_User; "
         f"fixed by editing {CWD}/cmd/cli/resume.go"
     )
+
+
+def test_a_command_stopped_by_its_own_limit_or_kill_did_not_fail(tmp_path: Path) -> None:
+    """A dev server sampled for ten seconds ends with ``timeout``'s 124; a port read then killed with SIGTERM's 143
+    (Claude Code reports both "Exit code N", marked as errors); the read is no fact at all. A check that hits its
+    limit hung: still a failure."""
+    s = Claude(tmp_path, "stop-own")
+    s.ask("Check that the dev server starts")
+    served = "Exit code 124\n> app@1.0.0 dev\n> vite\n  Local:   http://localhost:5173/"
+    s.bash("timeout 10 npm run dev", served, error=True)
+    s.bash("cat /dev/ttyUSB0 & sleep 5; kill $!", "Exit code 143\nboot: ok", error=True)
+    s.bash("timeout 60 pytest -q", "Exit code 124\ntests/test_api.py::test_slow", error=True)
+    texts = [fact.text for fact in facts(s)]
+    assert texts == [
+        "`timeout 10 npm run dev` ran until the limit or kill it was given stopped it "
+        "(exit 124, serving http://localhost:5173/)",
+        "`timeout 60 pytest -q` failed (exit 124): tests/test_api.py::test_slow",
+    ]
 
 
 def test_a_tool_error_is_kept_with_the_input_that_fixed_it(tmp_path: Path) -> None:

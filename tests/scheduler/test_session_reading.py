@@ -454,6 +454,20 @@ def test_a_server_left_running_or_a_job_stopped_is_no_unfinished_work(tmp_path: 
     assert reading.ending is not None and reading.ending.kind == "completed"
     assert not any("result not seen" in item for item in reading.open_items)
 
+    s = Claude(tmp_path, "timeout-server")
+    s.ask("Check that the dev server starts")
+    s.bash("timeout 10 npm run dev", "Exit code 124\n> vite\n  Local:   http://localhost:5173/", error=True)
+    s.say("The dev server starts and serves http://localhost:5173/.")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "answered"
+    assert reading.open_items == []  # never "`npm run dev` still failing": its own limit stopped it
+
+    s = Claude(tmp_path, "timeout-tests")
+    s.ask("Run the tests")
+    s.bash("timeout 60 pytest -q", "Exit code 124\ntests/test_api.py::test_slow", error=True)
+    s.say("The tests hang in test_slow.")
+    assert read(s).open_items == ["`timeout 60 pytest -q` still failing: tests/test_api.py::test_slow"]
+
 
 def test_what_one_command_line_writes_and_commits_is_committed(tmp_path: Path) -> None:
     # A todo moved into a folder, then staged by its new path and its old one removed from the index, and committed
