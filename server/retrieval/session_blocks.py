@@ -44,6 +44,22 @@ ENDING_WORDS = {
 RECENT_ASKS = 5
 #: A request in few words (what it asked, without what was done for it).
 ASK_SHORT = 80
+#: How a request opens without saying what it asks: assent, a courtesy, "can you", "let's". The short form drops it, so
+#: its 80 characters reach the words that name the work ("ok, can you check the numbers ..." → "check the numbers ...").
+_LEAD_IN = re.compile(
+    r"^(?:(?:ok(?:ay)?|yes|yeah|yep|sure|great|cool|perfect|nice|thanks|thank you|alright|all right|hi|hey|hmm|"
+    r"well|so|now|and|also|then)\b[,.!:;]*\s+|(?:can|could|would|will) you (?:please |also |now )?|please,?\s+|"
+    r"let'?s\s+)+",
+    re.IGNORECASE,
+)
+
+
+def _without_lead_in(text: str) -> str:
+    """A request without the words that open it and ask nothing; the whole request when little would be left."""
+    rest = _LEAD_IN.sub("", text, count=1)
+    return rest if len(rest.split()) >= 3 else text
+
+
 #: Open items named per session, at most (the rest counted).
 OPEN_SHOWN = 6
 #: Facts a block keeps, best first, before its older requests; the rest rank ``LATER_FACTS`` lower, most after them.
@@ -153,7 +169,7 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         last = index == len(asks) - 1
         recent = len(asks) - index <= RECENT_ASKS
         rank = 1.0 if index == 0 or last else (2.5 if recent else 3.4) + (len(asks) - index) / 1000
-        short = f"  {index + 1}. {clip_naming(ask.text, ASK_SHORT)}\n"
+        short = f"  {index + 1}. {clip_naming(_without_lead_in(ask.text), ASK_SHORT)}\n"
         items.append(Item(1, index + 1, rank, short))
         outcome = f" → {ask.outcome}" if ask.outcome and not last else ""  # the ending says what the last one led to
         rich = f"  {index + 1}. {ask.text}{outcome}\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from palimpsest.graph_schema.models import Fact, Thread
+from palimpsest.scheduler.session_reading import Ask
 from palimpsest.server.retrieval.session_blocks import (
     FACTS_FIRST,
     block_items,
@@ -62,3 +63,24 @@ def test_a_long_session_keeps_its_best_facts_before_its_older_requests_and_the_r
     older_request = 3.4  # what `block_items` gives a request before the latest five
     assert all(rank < older_request for rank in ranks[:FACTS_FIRST])
     assert all(rank > older_request for rank in ranks[FACTS_FIRST:])
+
+
+def test_a_request_in_few_words_leaves_out_how_it_opens() -> None:
+    # Requests of a long Claude Code session of the development set (entireio/cli): a courtesy first, then the work.
+    now = datetime.now(UTC)
+    standing = Standing(Thread(id="t", partition="claude", created_at=now, updated_at=now))
+    said = [
+        "ok, can you check if we got the right amount of lines? I put everything into one commit and the count is 627",
+        "can you remove the not so useful checkpoint_tests again",
+        "let's implement this",
+        "I think by file is to much",
+    ]
+    standing.asks = [Ask(text, f"msg_{n}", n) for n, text in enumerate(said)]
+    items, _brief, _full = block_items(standing, [], pointer="### t\n")
+    short = [item.text for item in items if item.part == 1 and not item.label and not item.upgrade]
+    assert short == [
+        "  1. check if we got the right amount of lines? I put everything into one commit and…\n",
+        "  2. remove the not so useful checkpoint_tests again\n",
+        "  3. let's implement this\n",  # two words would be left: kept whole
+        "  4. I think by file is to much\n",
+    ]
