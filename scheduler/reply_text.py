@@ -76,7 +76,10 @@ _PREFACE_ABROAD = re.compile(
     r"|^(?:让我|我来|我先|接下来我|现在我来|下面我)",
     re.IGNORECASE,
 )
-_WILL = re.compile(r"\b(?:I'll|I will|let me|I'm going to|I am going to)\b", re.IGNORECASE)
+_WILL = re.compile(
+    r"\b(?:I'll|I will|let me|I'm going to|I am going to|(?:I'm|I am|and am) (?:now )?(?:preparing|about) to)\b",
+    re.IGNORECASE,
+)
 #: A short "Now X." that names the next step, not what happened.
 _NOW_NEXT = re.compile(r"^now,?\s+[^.!?]{1,40}[.!]?$", re.IGNORECASE)
 _OPENER = re.compile(
@@ -418,6 +421,19 @@ def _pieces(text: str) -> Iterator[tuple[str, str]]:
                 yield sentence, "intro"
             elif number == len(said) - 1 and following is not None and following.kind == "code" and following.text:
                 yield f"{sentence} `{clip_code(following.text)}`", "sentence"
+            elif number == len(said) - 1 and following is not None and _shown_value(following):
+                yield f"{sentence} {following.text}", "sentence"
+
+
+#: A value set on a line of its own in bold: a code span, or one word with a digit or a URL's or path's marks
+#: (``**`http://localhost:5174/`**``, ``**v2.3.1**``); a heading's words ("Summary") are none.
+_VALUE_LINE = re.compile(r"^(?:`[^`\n]+`|\S*[\d/:.@]\S*)$")
+
+
+def _shown_value(unit: Unit) -> bool:
+    """Whether a block is the value a sentence ending in a colon points at ("The server is running at:" then
+    ``**`http://localhost:5174/`**``): the markdown reads it as a bold heading, the reply as the sentence's end."""
+    return unit.kind == "heading" and _VALUE_LINE.match(unit.text.strip()) is not None
 
 
 #: Longest one-line code block quoted after the sentence that introduces it.

@@ -799,6 +799,10 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("failed", _join(f"failed: `{clip(shell_commands.shown(change.command), 60)}`", said), source)
     if turn.changed or turn.effects:
         return Ending("completed", said, source)
+    final = next((ask for ask in reader.reading.asks if ask.turn is turn), None)
+    if "passed" in turn.checks.values() and final is not None and not final.text.endswith(reply_text.QUESTION_MARKS):
+        # What was asked was run, and ran ("npm run dev", "run the tests"); a question a run answered stays answered.
+        return Ending("completed", said, source)
     return Ending("answered", said, source)
 
 
@@ -867,6 +871,10 @@ def _awaited(pending: list[_Call]) -> _Call | None:
     return changing[-1] if changing else calls[-1] if calls else None
 
 
+#: A sentence that says what a step is for, not what happened: "This ensures ...", "That way ...".
+_PURPOSE = re.compile(r"^(?:this|that)(?: way,?| will| should)?\s+(?:ensures?|keeps?|makes sure|guarantees?)\b", re.I)
+
+
 def _only_announced(turn: _Turn) -> str:
     """What the turn's last reply announced, where that is all it says ("First I'll copy the dialog, then push.").
 
@@ -879,6 +887,8 @@ def _only_announced(turn: _Turn) -> str:
     if not parts or any(unit.kind not in ("para", "bullet") for unit in parts):
         return ""
     for sentence in reply_text.prose_sentences(parts):
+        if _PURPOSE.match(sentence):
+            continue  # what the announced step is for ("This ensures the project is self-contained.")
         if _LET_KNOW.search(sentence) or not (reply_text.is_preface(sentence) or reply_text.is_opener(sentence)):
             return ""
     return reply_text.announced(text, INTENT_CHARS, every=True).rstrip(".")

@@ -101,6 +101,8 @@ _WRAPPERS = frozenset(
 #: A wrapper's options that take the next word (``timeout -s KILL``, ``nice -n 10``, ``sudo -u postgres``): that word
 #: is no program.
 _WRAPPER_VALUES = frozenset({"-s", "-k", "--signal", "--kill-after", "-n", "-u", "-g", "--user", "-i", "-o", "-e"})
+#: Programs that take a toolchain first (``cargo +nightly build``), as rustup's proxies do.
+_TOOLCHAIN_PROGRAMS = frozenset({"cargo", "rustc", "rustdoc", "rustfmt", "cargo-clippy"})
 #: ``timeout``'s duration before the command it limits (``60``, ``5s``, ``1.5m``).
 _DURATION = re.compile(r"^\d+(?:\.\d+)?[smhd]?$")
 #: The shell's words before a command in a loop or condition (``while read pr; do gh pr view "$pr"; done``).
@@ -258,6 +260,8 @@ def _program_first(words: list[str]) -> list[str]:
     rest = words[index:]
     if rest:
         rest = [rest[0].lstrip("({[").rsplit("/", 1)[-1], *rest[1:]]
+    if len(rest) > 1 and rest[0] in _TOOLCHAIN_PROGRAMS and rest[1].startswith("+"):
+        rest = [rest[0], *rest[2:]]  # ``cargo +1.96.0 test`` is ``cargo test`` on another toolchain
     return rest
 
 
@@ -1070,8 +1074,11 @@ def commit_made(command: str, output: str) -> tuple[str, str] | None:
 
 
 def exit_hidden(command: str) -> bool:
-    """Whether a command line's exit status is not the command's own: piped into a filter (``| tail -20``).
+    """Whether a command line's exit status is not the command's own: piped into a filter (``| tail -20``), or one of
+    several lines, of which only the last one's status is told (a script of commands; a Codex code-mode cell running
+    ``pnpm test:run`` and ``pnpm build`` at once, which prints their statuses its own way).
 
     Its outcome is then only in what it printed (see `session_facts.hidden_failure`).
     """
-    return _FILTERED.search(command.replace("\\\n", " ").splitlines()[0] if command.strip() else "") is not None
+    lines = [line for line in _logical_lines(command) if re.search(r"\w", line)]  # a heredoc's closing ``)"`` aside
+    return len(lines) > 1 or _FILTERED.search(lines[0] if lines else "") is not None

@@ -180,6 +180,9 @@ def test_state_changes_are_named_by_what_they_did() -> None:
     # A package runner and xargs run the tool they name: one check whatever runs it.
     assert families("git ls-files -z | xargs -0 bunx biome check") == {"biome check"}
     assert families("npx --yes biome check src/") == families("bunx biome check --write x.ts") == {"biome check"}
+    # A toolchain chosen for one run (a Codex session of jdx/communique: the default rustc too old for a dependency)
+    # runs the same check: `cargo test --no-run` failing is fixed by `cargo +1.96.0 test` passing.
+    assert families("cargo +1.96.0 test --no-run") == families("cargo test --no-run") == {"cargo test"}
     # Scratch files (a temporary folder, a file mktemp made) and listings change nothing.
     assert effects("mkdir -p /tmp/planetfall-shots") == []
     assert effects("git branch --contains d5897e7 --all") == effects("git tag --points-at HEAD") == []

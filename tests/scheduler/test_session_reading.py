@@ -459,7 +459,7 @@ def test_a_server_left_running_or_a_job_stopped_is_no_unfinished_work(tmp_path: 
     s.bash("timeout 10 npm run dev", "Exit code 124\n> vite\n  Local:   http://localhost:5173/", error=True)
     s.say("The dev server starts and serves http://localhost:5173/.")
     reading = read(s)
-    assert reading.ending is not None and reading.ending.kind == "answered"
+    assert reading.ending is not None and reading.ending.kind == "completed"
     assert reading.open_items == []  # never "`npm run dev` still failing": its own limit stopped it
 
     s = Claude(tmp_path, "timeout-tests")
@@ -788,6 +788,22 @@ def test_codex_code_mode_cells_are_read_as_the_commands_they_await(tmp_path: Pat
     assert reading.did[-2:] == ["pushed the stack's branches", "checks: `npm test` failed, `make check` passed"]
 
 
+def test_a_code_mode_cell_running_checks_at_once_fails_on_the_failures_its_output_counts(tmp_path: Path) -> None:
+    # A Codex session of ta93abe/me: lint, tests and build under one Promise.all, each status printed as "exit=N"
+    # by the cell itself; the cell completed, so only the output tells that four tests failed.
+    rollout = Codex()
+    rollout.message("user", "Migrate from Biome to Oxlint and check everything still passes")
+    rollout.script(
+        "s1",
+        ["pnpm exec oxlint src", "pnpm test:run", "pnpm build"],
+        "---1---\nFound 0 warnings and 0 errors.\nexit=0\n---2---\n Test Files  1 failed | 5 passed (6)\n"
+        "      Tests  4 failed | 32 passed (36)\nexit=1\n---3---\n✓ built in 2.10s\nexit=0",
+    )
+    rollout.message("assistant", "Lint and build pass; 4 tests need network access to external RSS feeds.")
+    [item] = read_codex(rollout, tmp_path).open_items
+    assert "still failing: 32 passed, 4 failed" in item
+
+
 def test_a_commit_git_calls_ahead_of_its_upstream_is_unpushed_until_git_says_up_to_date(tmp_path: Path) -> None:
     # Nobody spoke of pushing; git's "ahead of 'origin/main' by 1 commit" (its hint: push) brings it in.
     s = Claude(tmp_path, "dddd-ahead")
@@ -854,7 +870,7 @@ def test_a_code_mode_cell_still_running_ends_with_the_wait_that_sees_it_end(tmp_
     rollout.message("assistant", "All 4 tests pass.")
     reading = read_codex(rollout, tmp_path)
     assert reading.open_items == []
-    assert reading.ending is not None and reading.ending.kind == "answered"
+    assert reading.ending is not None and reading.ending.kind == "completed"  # asked to fix, and the run passed
 
 
 def test_a_package_script_failure_is_fixed_by_its_tool_passing_and_a_tool_that_never_ran_is_no_failure(
@@ -1269,6 +1285,8 @@ def test_a_last_reply_saying_work_is_left_out_of_git_is_open_when_the_calls_show
     s.bash("git push origin develop", "To github.com:acme/app.git\n   7990152..5e0c2aa  develop -> develop")
     s.say("Committed and pushed `5e0c2aa`; nothing is left uncommitted.")
     assert read(s).open_items == []
+    s.say("Local status is clean for tracked files; only `.codex/` and `.entire/` remain untracked.")
+    assert read(s).open_items == []  # what remains untracked is the agents' own state, and the reply says so
     s.ask("Add the changelog entry and commit it.")
     s.tool("Edit", {"file_path": f"{CWD}/CHANGELOG.md", "old_string": "a", "new_string": "b"}, "ok")
     s.say("Added the entry. `CHANGELOG.md` is not committed yet: the commit hook needs your GPG key.")
@@ -1859,6 +1877,33 @@ def test_a_last_reply_that_only_announces_the_next_step_ends_the_session_mid_wor
     s.ask("show me the remote")
     s.tool("Bash", {"command": "git remote -v"}, "origin https://github.com/dev/fw.git (push)")
     s.say("The remote is origin. Let me know if you want another one.")
+    assert read(s).ending.kind == "answered"
+    # A Gemini CLI session's last reply (agunginsani/expenses-tracker): announced in a past tense's clothes, with what
+    # the step is for; nothing ran after it.
+    s.ask("move our conversation history into the project folder")
+    s.tool("Bash", {"command": "cat ~/.gemini/tmp/app/logs.json | head -20"}, '[{"sessionId": "52c7"}]')
+    s.say(
+        "I'm copying the conversation history to the project directory, as requested. I've confirmed the session ID "
+        "and am now preparing to move the `~/.gemini/history` folder. This ensures the project is self-contained. "
+        "I'll also notify the user to set the `GEMINI_CLI_HOME` environment variable."
+    )
+    assert read(s).ending.kind == "stopped_mid_work"
+
+
+def test_a_run_the_user_asked_for_that_passed_completes_the_request(tmp_path: Path) -> None:
+    # A Gemini CLI session's shape (AnthonyontheHub/TP-Tutor): "npm run dev", the server started, its address told
+    # on a bold line of its own after a sentence ending in a colon.
+    s = Claude(tmp_path, "r2r2-run")
+    s.ask("npm run dev")
+    s.bash("npm run dev", "> vite\n  VITE v6.4.2  ready in 370 ms\n  ➜  Local:   http://localhost:5174/TP-Tutor/")
+    s.say("Your development server is running at:\n**`http://localhost:5174/TP-Tutor/`**")
+    reading = read(s)
+    assert reading.ending is not None and reading.ending.kind == "completed"
+    assert reading.ending.conclusion == "Your development server is running at: `http://localhost:5174/TP-Tutor/`"
+    # A question a run answered stays answered.
+    s.ask("does the production build still pass?")
+    s.bash("npm run build", "vite v6.4.2 building for production...\n✓ built in 2.31s")
+    s.say("Yes: it builds in 2.3 s.")
     assert read(s).ending.kind == "answered"
 
 
