@@ -71,6 +71,9 @@ _SCRIPTED_CMD = re.compile(r'\A\{[^{}]*?["\']?\bcmd["\']?\s*:\s*("(?:[^"\\\n]|\\
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
 _EXIT_CODE = re.compile(r"\A\s*(?:Exit code:?|Process exited with code)\s*(-?\d+)", re.IGNORECASE)
 _EXIT_ANYWHERE = re.compile(r"(?:Exit code:?|exited with code|<exit_code>)\s*(-?\d+)", re.IGNORECASE)
+#: Gemini CLI's shell result closes on its status, after the output: ``Exit Code: 2`` then ``Process Group PGID: N``
+#: (``Exit Code: (none)`` when it ended well); its call is marked a success whatever the code.
+_EXIT_TRAILER = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
 _TAGS = re.compile(r"</?[a-z_-]+>")
 #: What a background task printed, in the envelope Claude Code's ``TaskOutput`` (``BashOutput`` before it) returns.
 _TASK_OUTPUT = re.compile(r"<(output|stdout|stderr)>(.*?)</\1>", re.DOTALL)
@@ -470,7 +473,7 @@ def exit_status(content: str) -> tuple[int | None, str]:
             if isinstance(meta, dict) and isinstance(meta.get("exit_code"), int):
                 return meta["exit_code"], text
             return None, text
-    match = _EXIT_CODE.match(content) or _EXIT_ANYWHERE.search(content[:300])
+    match = _EXIT_CODE.match(content) or _EXIT_ANYWHERE.search(content[:300]) or _EXIT_TRAILER.search(content[-400:])
     code = int(match.group(1)) if match else None
     if stripped.startswith(("<retrieval_status>", "<status>")):  # Claude Code's poll of a background task
         return code, "\n".join(part.strip("\n") for _, part in _TASK_OUTPUT.findall(content))

@@ -147,6 +147,44 @@ def test_a_gemini_session_through_its_hook(store_url: str, tmp_path: Path) -> No
     assert not READ_ONLY.search(text)
 
 
+def test_a_gemini_shell_call_that_exited_non_zero_failed_though_gemini_marks_it_a_success(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Gemini CLI marks a shell call ``success`` whatever the command's status, and closes its output on the status:
+    ``Exit Code: 2`` after a long stack, then the process group (shape: a Gemini CLI 0.37 JSON Lines recording of
+    AnthonyontheHub/TP-Tutor, its lint broken by an ESLint config)."""
+    session = "ab395b98-0000-4000-8000-00000000e221"
+    at = "2026-04-25T02:4{}:{:02d}.000Z".format
+    stack = "".join(f"    at async step{n} (file:///home/dev/app/node_modules/eslint/x.js:{n}:1)\n" for n in range(12))
+    output = (
+        "Output: \n> app@0.1.0 lint\n> eslint .\n\nOops! Something went wrong! :(\n\nESLint: 9.39.4\n\n"
+        f"TypeError: Cannot read properties of undefined (reading 'recommended')\n{stack}Exit Code: 2\n"
+        "Process Group PGID: 10550"
+    )
+    records = [
+        {"id": "u1", "timestamp": at(1, 0), "type": "user", "content": "restore buildOfflineTranslation"},
+        {
+            "id": "g1",
+            "timestamp": at(1, 10),
+            "type": "gemini",
+            "content": "I'll run a lint check.",
+            "toolCalls": [
+                gemini_call(
+                    "run_shell_command-1",
+                    "run_shell_command",
+                    {"command": "npm run lint"},
+                    output,
+                    "success",
+                    at(1, 11),
+                ),
+            ],
+        },  # fmt: skip
+        {"id": "g2", "timestamp": at(1, 30), "type": "gemini", "content": "The lint failed on `eslint.config.js`."},
+    ]
+    text = gemini_memory(store_url, tmp_path, session, records)
+    assert "  - `npm run lint` still failing: TypeError: Cannot read properties of undefined (reading" in text
+
+
 def test_a_gemini_session_cut_off_by_its_quota_leaves_its_request_open(store_url: str, tmp_path: Path) -> None:
     """Gemini CLI records an API error (a quota hit, a licence refused) as a notice of type
     ``error`` after the turn it cut short (shape: published Gemini CLI ``session-*.json``
