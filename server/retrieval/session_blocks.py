@@ -89,6 +89,7 @@ _TO_THE_USER = re.compile(
 )
 #: A command's outcome with nothing more to it: "`entire auth contexts` passed (ok)".
 _BARE_PASS = re.compile(r"` passed \((?:ok|exit 0)\)$")
+_BARE_PASS_OF = re.compile(r"^`([^`]+)` passed \((?:ok|exit 0)\)$")
 #: A package an install command added (`structural_facts`): its name, then the command.
 _ADDED = re.compile(r"\AAdded dependency (\S+) \((.+)\)\Z")
 _NAMED = re.compile(r"`[^`]+`|\b[A-Za-z_]\w*[A-Z]\w*\b|\b\w+_\w+\b|\b[\w.-]+/[\w./-]+|\b\w+\.\w{1,4}\b")
@@ -147,6 +148,12 @@ def shown_fact(fact: Fact) -> bool:
     return True
 
 
+def _passed_in(fact: Fact, did: str) -> bool:
+    """Whether a fact only says a check passed ("`npm run lint` passed (ok)") and the "Did" line says so already."""
+    bare = _BARE_PASS_OF.match(fact.text)
+    return bare is not None and re.search(re.escape(f"`{bare.group(1)[:50]}") + r"[^`]*` passed", did) is not None
+
+
 def _key(text: str) -> str:
     return " ".join(re.sub(r"[^\w]+", " ", text.lower()).split())
 
@@ -188,10 +195,14 @@ def block_items(standing: Standing, facts: Sequence[Fact], *, pointer: str) -> t
         items.append(Item(4, 0, 0.0, "- Still open: nothing\n"))
     seen = _key(" ".join([ending.conclusion if ending else "", *(ask.text for ask in asks)]))
     asked = [_key(ask.text) for ask in asks if len(ask.text) > 15]
+    did = "; ".join(standing.did)
     kept = [
         fact
         for fact in facts
-        if shown_fact(fact) and _key(fact.text) not in seen and not any(key in _key(fact.text) for key in asked)
+        if shown_fact(fact)
+        and _key(fact.text) not in seen
+        and not any(key in _key(fact.text) for key in asked)
+        and not _passed_in(fact, did)
     ]
     if kept:
         items.append(Item(5, 0, 2.5, "- Facts:\n", label=True))

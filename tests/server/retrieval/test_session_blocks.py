@@ -84,3 +84,21 @@ def test_a_request_in_few_words_leaves_out_how_it_opens() -> None:
         "  3. let's implement this\n",  # two words would be left: kept whole
         "  4. I think by file is to much\n",
     ]
+
+
+def test_a_check_that_only_passed_is_not_told_twice() -> None:
+    # A Gemini CLI session (AnthonyontheHub/TP-Tutor): the "Did" line's checks, then the same passes as facts.
+    now = datetime.now(UTC)
+    standing = Standing(Thread(id="t", partition="gemini", created_at=now, updated_at=now))
+    standing.did = ["edited linaService.ts", "checks: `npm run lint` passed, `npx tsc` passed"]
+    facts = [
+        fact("`npm run lint` passed (ok)", "command", "command:npm run lint"),
+        fact("`npm run build` passed (ok)", "command", "command:npm run build"),
+        fact("`npx tsc` passed (ok) after failing with: TS2305", "command", "command:npx tsc"),
+    ]
+    items, _brief, _full = block_items(standing, facts, pointer="### t\n")
+    shown = [item.text for item in items if item.part == 5 and not item.label]
+    assert shown == [
+        "  - `npm run build` passed (ok) (msg_1)\n",
+        "  - `npx tsc` passed (ok) after failing with: TS2305 (msg_1)\n",
+    ]
