@@ -256,6 +256,8 @@ class _Reader:
         self.kinds: dict[str, frozenset[str]] = {}
         #: Files changed and not committed, commits not pushed, as the session's steps go by.
         self.git = GitProgress()
+        #: The session's working folder, as its messages give it: files under it are named by their path in it.
+        self.folder: str | None = None
         #: Pull requests a result showed merged (``gh pr view 90 --json state``: ``"state": "MERGED"``), by number.
         self.merged: set[str] = set()
         #: The plan a request handed over to carry out ("Implement the following plan: ..."), and how many calls came
@@ -648,8 +650,10 @@ def read_session(messages: Sequence[Message]) -> SessionReading:
         following = messages[position + 1] if position + 1 < len(messages) else None
         in_git = message.metadata.get("git_branch") or message.metadata.get("git_commit")
         folder = message.metadata.get("cwd")
-        if in_git and isinstance(folder, str) and folder:
-            reader.git.repository = folder
+        if isinstance(folder, str) and folder:
+            reader.folder = folder
+            if in_git:
+                reader.git.repository = folder
         interrupted = marks.interruption(message)
         if interrupted is not None and message.role is not Role.tool:
             reader.interruption(interrupted)
@@ -1276,12 +1280,28 @@ def _current(text: str, ending: Ending, reader: _Reader) -> bool:
     return ending.kind == "stopped_mid_work" and f'"{clip(text, 80)}"' in ending.conclusion
 
 
+#: Longest path a file is named by in the "Did" line; a longer one is named by its file name.
+_PATH_CHARS = 40
+
+
+def _in_folder(path: str, folder: str | None) -> str:
+    """A changed file as the "Did" line names it: its path in the session's folder when short (``src/generate.rs``,
+    ``src/providers/mod.rs``: a bare ``mod.rs`` says little), else its file name."""
+    path = path.rstrip("/")
+    name = path.rsplit("/", 1)[-1] or path
+    if folder and path.startswith(folder.rstrip("/") + "/"):
+        path = path[len(folder.rstrip("/")) + 1 :]
+    elif path.startswith("/"):
+        return name
+    return path if len(path) <= _PATH_CHARS else name
+
+
 def _did(reader: _Reader) -> list[str]:
     """What the whole session did, in a few phrases: files, state changes, checks, rejections."""
     parts: list[str] = []
     groups: dict[str, list[str]] = {}
     for path, action in reader.reading.changed.items():
-        groups.setdefault(action, []).append(path.rstrip("/").rsplit("/", 1)[-1] or path)
+        groups.setdefault(action, []).append(_in_folder(path, reader.folder))
     for action, names in groups.items():
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         parts.append(f"{action} {shown}")

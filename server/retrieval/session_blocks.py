@@ -90,6 +90,8 @@ _TO_THE_USER = re.compile(
 #: A command's outcome with nothing more to it: "`entire auth contexts` passed (ok)".
 _BARE_PASS = re.compile(r"` passed \((?:ok|exit 0)\)$")
 _BARE_PASS_OF = re.compile(r"^`([^`]+)` passed \((?:ok|exit 0)\)$")
+#: A pass that adds only its runner's count: "`pytest -q` passed (ok): 12 passed".
+_COUNTED_PASS = re.compile(r"` passed \((?:ok|exit 0)\): \d+ passed(?:, 0 failed)?$")
 #: A package an install command added (`structural_facts`): its name, then the command.
 _ADDED = re.compile(r"\AAdded dependency (\S+) \((.+)\)\Z")
 _NAMED = re.compile(r"`[^`]+`|\b[A-Za-z_]\w*[A-Z]\w*\b|\b\w+_\w+\b|\b[\w.-]+/[\w./-]+|\b\w+\.\w{1,4}\b")
@@ -123,6 +125,8 @@ def fact_score(fact: Fact) -> float:
         score += 3.0  # an error and what fixed it
     elif fact.kind == "command" and _BARE_PASS.search(fact.text) and _ran_other(fact):
         score -= 2.0  # a tool of its own ran and exited 0: that says little of the code
+    elif fact.kind == "command" and _COUNTED_PASS.search(fact.text):
+        score -= 1.0  # a check passed, and how many tests: the "Did" line names the pass, a finding says more
     score += min(1.5, 0.5 * len(_NAMED.findall(fact.text)))
     if re.search(r"\d", fact.text):
         score += 0.5

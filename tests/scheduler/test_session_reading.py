@@ -534,8 +534,8 @@ def test_what_was_done_names_state_changes_never_reads(tmp_path: Path) -> None:
     s.say("Appended Red to `docs/color.md` and staged it.")
     reading = read(s)
     assert reading.did == [
-        "created then deleted blue.md",
-        "edited color.md",
+        "created then deleted docs/blue.md",
+        "edited docs/color.md",
         "staged docs/color.md (git add)",
         "renamed branch colours to colour-docs",
         "checks: `go test ./...` passed",
@@ -1610,7 +1610,7 @@ def test_gitbutlers_commit_push_and_pull_request_are_read_as_gits(tmp_path: Path
     ]
     assert reading.ending is not None and reading.ending.kind == "completed"
     assert reading.did == [
-        "edited collection.json",
+        "edited postman/collection.json",
         'committed "docs: update postman tests for /feed (#9)" (GitButler)',
         'opened PR "Update postman tests for /feed (#9)"',
     ]

@@ -159,7 +159,10 @@ def test_how_the_last_session_ended_and_nothing_it_finished_is_open(store_url: s
     # The last todo list says both are done; mypy failed, then passed: nothing is open.
     assert "- Still open: nothing\n" in block
     assert "Fix type checking issues in converter.py" not in block.split("- Ended:")[0]
-    assert '- Did: created ci.yml; edited converter.py; committed "Type-check the converter in CI" (3f2a9c1)' in block
+    assert (
+        '- Did: created .github/workflows/ci.yml; edited src/converter.py; committed "Type-check the converter in CI" '
+        "(3f2a9c1)"
+    ) in block
     assert "Stands for " in text and " tokens of history in 1 session, 2025-06-14 to 2025-06-14.\n" in text
 
 
@@ -433,7 +436,7 @@ def test_a_codex_session_is_read_past_its_injected_context(store_url: str) -> No
     assert "### rollout-1 (2025-09-03 08:02–08:09 UTC, 10 messages;" in text
     assert "- Asked:\n  1. Make the importer skip blank rows\n" in text
     assert "environment_context" not in text and "AGENTS.md" not in text
-    assert "- Ended: answered. The importer now skips blank rows; all 9 importer tests pass.\n" in text
+    assert "- Ended: completed. The importer now skips blank rows; all 9 importer tests pass.\n" in text
     assert "- Did: checks: `pytest -q tests/test_importer.py` passed\n" in text
     assert "- Still open: nothing\n" in text
 
