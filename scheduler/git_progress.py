@@ -85,13 +85,9 @@ _SAID_UNCOMMITTED = re.compile(
     r"|\b(?:left|remain(?:s|ing)?|still)\s+(?:unstaged|untracked|uncommitted)\b|^(?:uncommitted|unstaged|untracked)\b",
     re.IGNORECASE,
 )
-#: "Nothing is left uncommitted", "no files remain untracked": the reply says all is recorded. "Local status is clean
-#: for tracked files; only `.codex/` and `.entire/` remain untracked": what remains is no work (a Codex session's
-#: closing words, jdx/communique).
+#: "Nothing is left uncommitted", "no files remain untracked": the reply says all is recorded.
 _SAID_NONE_LEFT = re.compile(
-    r"\b(?:nothing|none|no \w+)\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:left|remain)"
-    r"|\b(?:status|tree|worktree|checkout)\s+(?:is\s+|was\s+)?clean\b",
-    re.IGNORECASE,
+    r"\b(?:nothing|none|no \w+)\s+(?:is\s+|are\s+|was\s+|were\s+)?(?:left|remain)", re.IGNORECASE
 )
 #: What ``git status`` says of commits the upstream branch lacks, and of a branch that has none it lacks.
 _AHEAD = re.compile(r"\bYour branch is ahead of '[^']+' by \d+ commits?\b")

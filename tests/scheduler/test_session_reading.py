@@ -1285,8 +1285,13 @@ def test_a_last_reply_saying_work_is_left_out_of_git_is_open_when_the_calls_show
     s.bash("git push origin develop", "To github.com:acme/app.git\n   7990152..5e0c2aa  develop -> develop")
     s.say("Committed and pushed `5e0c2aa`; nothing is left uncommitted.")
     assert read(s).open_items == []
+    # What remains untracked, neither committed nor ignored, is open though the rest is clean (a Codex session of
+    # jdx/communique ends so; its gold names the two folders as left to commit or ignore).
     s.say("Local status is clean for tracked files; only `.codex/` and `.entire/` remain untracked.")
-    assert read(s).open_items == []  # what remains untracked is the agents' own state, and the reply says so
+    assert read(s).open_items == [
+        "uncommitted changes, the last reply says: Local status is clean for tracked files; only `.codex/` and "
+        "`.entire/` remain untracked."
+    ]
     s.ask("Add the changelog entry and commit it.")
     s.tool("Edit", {"file_path": f"{CWD}/CHANGELOG.md", "old_string": "a", "new_string": "b"}, "ok")
     s.say("Added the entry. `CHANGELOG.md` is not committed yet: the commit hook needs your GPG key.")
