@@ -68,12 +68,15 @@ _PREFACE = re.compile(
     re.IGNORECASE,
 )
 #: The same announcements in the other languages users write to agents in: Spanish "Voy a copiar ...",
-#: Russian "Сначала скопирую ..." (first, then a verb's first person), Chinese "让我..." / "我先...".
+#: Russian "Сначала скопирую ..." (first, then a verb's first person), Chinese "让我..." / "我先...", Japanese
+#: "...確認します。", Korean "...하겠습니다.".
 _PREFACE_ABROAD = re.compile(
     r"^(?:(?:ahora|primero|bien|vale)[,]?\s+)?(?:voy a|vamos a|d[ée]jame)\b"
     r"|^(?:je vais|laisse[- ]moi|ich werde|lass (?:mich|uns)|vou|deixe[- ]me)\b"
     r"|^давай(?:те)?\b|^(?:сначала|сейчас|теперь|затем|далее)\s+(?:\w+\s+){0,2}?\w+[юу]\b"
-    r"|^(?:让我|我来|我先|接下来我|现在我来|下面我)",
+    r"|^(?:让我|我来|我先|接下来我|现在我来|下面我)"
+    # Japanese and Korean say it at the end: "...再実行します。" (will run again), "...확인하겠습니다." (will check).
+    r"|(?:します|してみます|していきます|しましょう|しておきます|겠습니다)[。.!！]?$",
     re.IGNORECASE,
 )
 _WILL = re.compile(
@@ -364,7 +367,9 @@ def is_preface(sentence: str) -> bool:
     wherever the announcement stands in it.
     """
     flat = sentence.strip().lstrip("*_ ")
-    announced = bool(_PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat) or _PREFACE_ABROAD.match(flat))
+    announced = bool(
+        _PREFACE.match(flat) or _NOW_NEXT.match(flat) or _WILL.search(flat) or _PREFACE_ABROAD.search(flat)
+    )
     return announced and not flat.endswith(QUESTION_MARKS)
 
 

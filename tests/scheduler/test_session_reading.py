@@ -1895,6 +1895,19 @@ def test_a_last_reply_that_only_announces_the_next_step_ends_the_session_mid_wor
     assert read(s).ending.kind == "stopped_mid_work"
 
 
+def test_a_japanese_announcement_is_no_conclusion(tmp_path: Path) -> None:
+    # A Codex session of ta93abe/me (in Japanese) says what it will do at a sentence's end: "...再実行します。".
+    s = Claude(tmp_path, "r3r3-ja")
+    s.ask("コミットして")
+    s.bash("git commit -am 'refactor: integrate Tailwind class merging'", "[main 22bc335] refactor: integrate Tailwind")
+    s.say(
+        "サンドボックスが `.git/index.lock` の作成を拒否したため、承認済みのGit権限で再実行します。"
+        "コミットしました。`22bc335 refactor: integrate Tailwind class merging`。ワークツリーはクリーンです。"
+    )
+    ending = read(s).ending
+    assert ending is not None and ending.conclusion.startswith("コミットしました。")
+
+
 def test_a_run_the_user_asked_for_that_passed_completes_the_request(tmp_path: Path) -> None:
     # A Gemini CLI session's shape (AnthonyontheHub/TP-Tutor): "npm run dev", the server started, its address told
     # on a bold line of its own after a sentence ending in a colon.
