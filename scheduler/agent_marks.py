@@ -12,7 +12,8 @@ differently by each agent (see `session_reading` for what is done with them):
 - **a tool call rejected**: Claude Code's result "The user doesn't want to proceed with
   this tool use. The tool use was rejected ..." (with "To tell you how to proceed, the
   user said: REASON" when the user gave one); Codex's "exec command rejected by user" /
-  "patch rejected by user"; a Gemini CLI call of status ``cancelled``; a Cursor failure of
+  "patch rejected by user", and an escalated command refused ("... CreateProcess { message:
+  "Rejected(\"rejected by user\")" }"); a Gemini CLI call of status ``cancelled``; a Cursor failure of
   type ``permission_denied``.
 - **a tool call not permitted**: Claude Code, run where no one can answer its permission
   prompt (headless, the Agent SDK, a UI wrapping it), answers the call itself with "Claude
@@ -53,8 +54,11 @@ ASK_CHARS = 140
 
 _REJECTED = re.compile(
     r"^(?:The user doesn't want to (?:proceed with this tool use|take this action)|"
-    r"(?:exec command|patch) rejected by user|User rejected|Tool use (?:was )?rejected)",
-    re.IGNORECASE,
+    r"(?:exec command|patch) rejected by user|User rejected|Tool use (?:was )?rejected|"
+    # Codex 0.118's word for an escalated command the user refused: 'exec_command failed for `CMD`: CreateProcess {
+    # message: "Rejected(\"rejected by user\")" }'.
+    r"exec_command failed for `.{0,4000}?`: CreateProcess \{ message: \"Rejected\(\\?\"rejected by user)",
+    re.IGNORECASE | re.DOTALL,
 )
 _NOT_GRANTED = re.compile(
     r"^(?:Claude requested permissions to .{1,400}?, but you haven't granted it yet"

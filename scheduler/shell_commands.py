@@ -85,6 +85,7 @@ CHECKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("swift", ("test", "build")), ("xcodebuild", ()), ("ctest", ()), ("cmake", ("--build",)),
     ("uvicorn", ()), ("gunicorn", ()), ("flask", ("run",)), ("django-admin", ("test", "runserver")),
     ("deno", ("test", "run", "lint", "check")), ("phpunit", ()), ("composer", ("test",)),
+    ("docker", ("build",)), ("podman", ("build",)),
 )  # fmt: skip
 #: Runners whose argument is the real command (``uv run pytest``, ``python -m pytest``).
 _RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "hatch": "run", "pdm": "run", "bundle": "exec", "rye": "run"}

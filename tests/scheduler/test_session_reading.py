@@ -327,6 +327,17 @@ def test_a_codex_command_the_user_denied_is_a_rejection(tmp_path: Path) -> None:
     reading = read_codex(rollout, tmp_path)
     assert reading.ending is not None and reading.ending.kind == "tool_rejected"
     assert reading.changed == {}
+    # Codex 0.118 (a session of BearTDK6/ba-pro): the sandbox denied a docker build, the escalated retry was refused;
+    # the session went on to other work, and the image was never built.
+    rollout.message("user", "Build the react-remote image")
+    failed = "exec_command failed for `/bin/zsh -lc 'docker build -t app .'`: "
+    rollout.shell("c2", "docker build -t app .", failed + 'SandboxDenied { message: "permission denied" }', None)
+    refused = failed + 'CreateProcess { message: "Rejected(\\"rejected by user\\")" }'
+    rollout.shell("c3", "docker build -t app .", refused, None)
+    rollout.message("assistant", "The build did not run: the escalated retry was rejected.")
+    rollout.message("user", "what does react-remote at the end of the command do?")
+    rollout.message("assistant", "It is the build context.")
+    assert read_codex(rollout, tmp_path).open_items == ["not run, the user declined it: `docker build`"]
 
 
 def test_the_ending_is_the_last_conclusion_never_a_preface_a_heading_or_a_table(tmp_path: Path) -> None:
