@@ -995,7 +995,9 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
             found.append(f"todo: {text}")
     recent = reader.turns[-ACTION_TURNS:]
     for position, past in enumerate(recent):
-        last = position == len(recent) - 1 or past is turn
+        # The last reply's next steps all stand, and so do those of a reply no later one followed (the requests after
+        # it got only errors: an API error on every deploy asked for leaves the steps it listed to do).
+        last = position == len(recent) - 1 or past is turn or not any(later.replies for later in recent[position + 1 :])
         for reply in past.replies[-1:] if past.replies else []:
             steps = reply_text.next_steps(reply.content)
             if not last:

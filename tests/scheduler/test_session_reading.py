@@ -1906,6 +1906,26 @@ def test_a_last_reply_that_only_announces_the_next_step_ends_the_session_mid_wor
     assert read(s).ending.kind == "stopped_mid_work"
 
 
+def test_next_steps_no_later_reply_followed_stay_open(tmp_path: Path) -> None:
+    # A Claude Code session of yashpunmiya/Solsmile: the build ends on its next steps, then every "deploy it" the user
+    # sends gets an API error; the steps the agent listed are still to do.
+    s = Claude(tmp_path, "r4r4-steps")
+    s.ask("Build the prediction market contracts and frontend")
+    s.tool("Write", {"file_path": f"{CWD}/contracts/PolyDot.sol", "content": "contract PolyDot {}"}, "File created")
+    s.say(
+        "Everything builds and all 69 tests pass.\n\n## Next steps\n"
+        "1. Deploy: `cd contracts && npx hardhat run scripts/deploy.js --network polkadotTestnet`\n"
+        "2. Update `CONTRACT_ADDRESS` in contract.ts with the deployed address"
+    )
+    s.ask("deploy it")
+    s.line("assistant", [{"type": "text", "text": "API Error: 400 Invalid model: claude-sonnet-4.6"}],
+           isApiErrorMessage=True)  # fmt: skip
+    assert read(s).open_items[1:3] == [
+        "Deploy: `cd contracts && npx hardhat run scripts/deploy.js --network polkadotTestnet`",
+        "Update `CONTRACT_ADDRESS` in contract.ts with the deployed address",
+    ]
+
+
 def test_a_japanese_announcement_is_no_conclusion(tmp_path: Path) -> None:
     # A Codex session of ta93abe/me (in Japanese) says what it will do at a sentence's end: "...再実行します。".
     s = Claude(tmp_path, "r3r3-ja")
