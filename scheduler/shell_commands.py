@@ -100,8 +100,16 @@ _WRAPPERS = frozenset(
     {"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "gtimeout", "rtk"}
 )
 #: A wrapper's options that take the next word (``timeout -s KILL``, ``nice -n 10``, ``sudo -u postgres``): that word
-#: is no program.
-_WRAPPER_VALUES = frozenset({"-s", "-k", "--signal", "--kill-after", "-n", "-u", "-g", "--user", "-i", "-o", "-e"})
+#: is no program. Each wrapper its own: ``env -i`` and ``sudo -i`` take none.
+_WRAPPER_VALUES = {
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "gtimeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "nice": frozenset({"-n"}),
+    "sudo": frozenset({"-u", "-g", "--user", "--group"}),
+    "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "time": frozenset({"-o", "-f"}),
+}
 #: Programs that take a toolchain first (``cargo +nightly build``), as rustup's proxies do.
 _TOOLCHAIN_PROGRAMS = frozenset({"cargo", "rustc", "rustdoc", "rustfmt", "cargo-clippy"})
 #: ``timeout``'s duration before the command it limits (``60``, ``5s``, ``1.5m``).
@@ -251,7 +259,8 @@ def _program_first(words: list[str]) -> list[str]:
                 return ["which", *words[index + 2 :]]  # ``command -v entire`` looks the program up, runs nothing
             index += 1
             while index < len(words) and words[index].startswith("-"):
-                index += 2 if words[index] in _WRAPPER_VALUES else 1
+                valued = _WRAPPER_VALUES.get(word.rsplit("/", 1)[-1], frozenset())
+                index += 2 if words[index] in valued else 1
             if word.rsplit("/", 1)[-1] in ("timeout", "gtimeout") and index < len(words):
                 index += 1 if _DURATION.match(words[index]) else 0
             if word == "rtk" and index < len(words) and words[index] == "proxy":  # ``rtk proxy CMD``: CMD untrimmed

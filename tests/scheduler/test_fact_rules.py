@@ -71,6 +71,7 @@ def facts(session: Claude) -> list[StructuralFact]:
         ("timeout -s KILL 5s tail -f app.log", "read"),
         ("nice -n 10 make test", "check"),
         ("sudo -u postgres psql -c 'select count(*) from users'", "read"),
+        ("env -i pytest -q", "check"),  # env's -i takes no value
         # Loops of reads (a Codex rollout of EntityProcess/agentv reads five workflows in one).
         ("for f in publish.yml deploy.yml; do echo '---' $f; gh api repos/acme/tool/contents/$f; done", "read"),
         ("git log --merges --format=%s | grep -o '#[0-9]*' | while read pr; do gh pr view \"$pr\"; done", "read"),
