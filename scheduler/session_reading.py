@@ -1293,8 +1293,8 @@ def _in_folder(path: str, folder: str | None) -> str:
     name = path.rsplit("/", 1)[-1] or path
     if folder and path.startswith(folder.rstrip("/") + "/"):
         path = path[len(folder.rstrip("/")) + 1 :]
-    elif path.startswith("/"):
-        return name
+    elif path.startswith("/") or re.match(r"[A-Za-z]:[\\/]", path):  # elsewhere on the machine (``D:\\tools\\x``)
+        return name.rsplit("\\", 1)[-1]
     return path if len(path) <= _PATH_CHARS else name
 
 

@@ -852,6 +852,7 @@ def test_what_only_looks_like_a_changed_file_is_no_uncommitted_change(tmp_path: 
     )
     s.say("Committed on `main` as `b5e8dfc5`.")
     assert read(s).open_items == []
+    assert read(s).did[0] == "edited release.yml, .gitignore"  # a path elsewhere on the machine: its file name
 
 
 def test_a_reviews_priority_tagged_findings_are_left_to_fix(tmp_path: Path) -> None:
