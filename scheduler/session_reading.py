@@ -272,6 +272,10 @@ class _Reader:
     def turn(self) -> _Turn:
         return self.turns[-1]
 
+    def ask_of(self, turn: _Turn) -> Ask | None:
+        """The request that opened ``turn``, if one did."""
+        return next((ask for ask in self.reading.asks if ask.turn is turn), None)
+
     def ask(self, text: str, message: Message, position: int, via: str) -> Ask | None:
         """A request of the user, from here on the turn that work counts for; None for an empty text."""
         text = text.strip()
@@ -803,7 +807,7 @@ def _ending_at(reader: _Reader, turn: _Turn, limit: int) -> Ending:
         return Ending("failed", _join(f"failed: `{clip(shell_commands.shown(change.command), 60)}`", said), source)
     if turn.changed or turn.effects:
         return Ending("completed", said, source)
-    final = next((ask for ask in reader.reading.asks if ask.turn is turn), None)
+    final = reader.ask_of(turn)
     if "passed" in turn.checks.values() and final is not None and not final.text.endswith(reply_text.QUESTION_MARKS):
         # What was asked was run, and ran ("npm run dev", "run the tests"); a question a run answered stays answered.
         return Ending("completed", said, source)
@@ -932,7 +936,7 @@ def _open(reader: _Reader, turn: _Turn, ending: Ending) -> list[str]:
     """
     found: list[str] = []
     asks = reader.reading.asks
-    final = next((ask for ask in asks if ask.turn is turn), None)
+    final = reader.ask_of(turn)
     calls = [state for state in reader.order if reader.turns[state.turn] is turn]
     change = _change_failed(calls)
     # An error after the turn's changes came in place of its last reply: the work is told as done, the error as how it
@@ -1089,8 +1093,8 @@ def _offer_passed_over(reader: _Reader, final: Ask | None) -> str | None:
     question = reply_text.closing_question(before.replies[-1].content)
     if question is None or not reply_text.is_offer(question):
         return None
-    asked = next((ask.text for ask in reader.reading.asks if ask.turn is before), None)
-    return _offer(reader, before.replies[-1], question, asked)
+    asked = reader.ask_of(before)
+    return _offer(reader, before.replies[-1], question, asked.text if asked is not None else None)
 
 
 def _plan_not_done(turn: _Turn, calls: list[_Call]) -> str | None:
@@ -1291,8 +1295,9 @@ def _in_folder(path: str, folder: str | None) -> str:
     ``src/providers/mod.rs``: a bare ``mod.rs`` says little), else its file name."""
     path = path.rstrip("/")
     name = path.rsplit("/", 1)[-1] or path
-    if folder and path.startswith(folder.rstrip("/") + "/"):
-        path = path[len(folder.rstrip("/")) + 1 :]
+    root = folder.rstrip("/") + "/" if folder else None
+    if root and path.startswith(root):
+        path = path[len(root) :]
     elif path.startswith("/") or re.match(r"[A-Za-z]:[\\/]", path):  # elsewhere on the machine (``D:\\tools\\x``)
         return name.rsplit("\\", 1)[-1]
     return path if len(path) <= _PATH_CHARS else name

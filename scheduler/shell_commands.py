@@ -99,11 +99,12 @@ STATE_PROGRAMS = frozenset(
 _WRAPPERS = frozenset(
     {"sudo", "env", "time", "nohup", "command", "exec", "nice", "stdbuf", "timeout", "gtimeout", "rtk"}
 )
+#: ``timeout`` (GNU coreutils' name on macOS: ``gtimeout``), which runs the command after its duration.
+_TIMEOUTS = frozenset({"timeout", "gtimeout"})
 #: A wrapper's options that take the next word (``timeout -s KILL``, ``nice -n 10``, ``sudo -u postgres``): that word
 #: is no program. Each wrapper its own: ``env -i`` and ``sudo -i`` take none.
 _WRAPPER_VALUES = {
-    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
-    "gtimeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    **dict.fromkeys(_TIMEOUTS, frozenset({"-s", "-k", "--signal", "--kill-after"})),
     "nice": frozenset({"-n"}),
     "sudo": frozenset({"-u", "-g", "--user", "--group"}),
     "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
@@ -254,14 +255,14 @@ def _program_first(words: list[str]) -> list[str]:
             index += 1
         elif word in _KEYWORDS:
             index += 1
-        elif word.rsplit("/", 1)[-1] in _WRAPPERS:
+        elif (wrapper := word.rsplit("/", 1)[-1]) in _WRAPPERS:
             if word == "command" and words[index + 1 : index + 2] in (["-v"], ["-V"]):
                 return ["which", *words[index + 2 :]]  # ``command -v entire`` looks the program up, runs nothing
             index += 1
+            valued = _WRAPPER_VALUES.get(wrapper, frozenset())
             while index < len(words) and words[index].startswith("-"):
-                valued = _WRAPPER_VALUES.get(word.rsplit("/", 1)[-1], frozenset())
                 index += 2 if words[index] in valued else 1
-            if word.rsplit("/", 1)[-1] in ("timeout", "gtimeout") and index < len(words):
+            if wrapper in _TIMEOUTS and index < len(words):
                 index += 1 if _DURATION.match(words[index]) else 0
             if word == "rtk" and index < len(words) and words[index] == "proxy":  # ``rtk proxy CMD``: CMD untrimmed
                 index += 1
@@ -590,8 +591,10 @@ def serves(command: str) -> bool:
 
 #: Exit codes of a command ended by a time limit or a signal: ``timeout``'s 124, SIGKILL's 137, SIGTERM's 143.
 _STOPPED_CODES = frozenset({124, 137, 143})
+#: Programs that stop what a command line started.
+_KILLS = frozenset({"kill", "pkill", "killall"})
 #: A command line that sets its own end: a time limit in front, or a kill of what it started.
-_SETS_ITS_END = re.compile(r"(?:^|[\s;&|(])(?:g?timeout|kill|pkill|killall)\s")
+_SETS_ITS_END = re.compile(rf"(?:^|[\s;&|(])(?:{'|'.join(sorted(_TIMEOUTS | _KILLS))})\s")
 
 
 def stopped_as_meant(command: str, code: int | None) -> bool:
@@ -608,7 +611,7 @@ def stopped_as_meant(command: str, code: int | None) -> bool:
 
 def watched_only(command: str) -> bool:
     """Whether a line only reads, its waits and kills aside: ``cat /dev/ttyUSB0 & sleep 5; kill $!`` watches a port."""
-    parts = [words for words in parse(command).commands if words[0] not in ("kill", "pkill", "killall", "sleep")]
+    parts = [words for words in parse(command).commands if words[0] not in _KILLS]  # a wait (``sleep 5``) only reads
     return all(_category(words) == "read" for words in parts)
 
 
